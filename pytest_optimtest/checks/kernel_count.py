@@ -1,0 +1,25 @@
+"""Inductor's generated kernel count for the compiled step, against the spec's expectation."""
+
+from __future__ import annotations
+
+from .base import NotApplicable
+
+
+def check_kernel_count(case, runs) -> str:
+    run = runs.compiled(case)
+    expected = case.kernels
+    if run.graph_count == 0:
+        raise AssertionError(f"{case.id}: not compiled: no graph was captured, so there are no kernels to count")
+    if expected is None or expected.count is None:
+        where = expected.where if expected else case.spec_path
+        raise NotApplicable(
+            f"no expected kernel count for torch {expected.torch_version if expected else '?'} on {case.device}: "
+            f"observed {run.kernel_count}; {where}"
+        )
+    if run.kernel_count != expected.count:
+        raise AssertionError(
+            f"{case.id}: expected {expected.count} generated kernels, observed {run.kernel_count}. "
+            f"If the change is intended, set {expected.where} to {run.kernel_count} "
+            f"(or a case-id pattern entry for this case)."
+        )
+    return f"{run.kernel_count} kernels"

@@ -1,0 +1,74 @@
+"""Compare two runs' values and say exactly what differed and where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..spec.schema import Tolerance
+
+
+def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) -> str | None:
+    """None when close; otherwise which element differs and by how much."""
+    if expected.shape != actual.shape:
+        return f"{where}: shape {tuple(actual.shape)} != eager {tuple(expected.shape)}"
+    if expected.dtype != actual.dtype:
+        return f"{where}: dtype {actual.dtype} != eager {expected.dtype}"
+    if expected.numel() == 0:
+        return None
+    e, a = expected.detach().double().cpu(), actual.detach().double().cpu()
+    both_nan = e.isnan() & a.isnan()
+    abs_diff = (e - a).abs().masked_fill(both_nan, 0).nan_to_num(nan=float("inf"))
+    allowed = tol.atol + tol.rtol * e.abs()
+    bad = abs_diff > allowed
+    if not bad.any():
+        return None
+    rel_diff = abs_diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    worst = int(abs_diff.flatten().argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), e.shape)) if e.dim() else ()
+    return (
+        f"{where}: {int(bad.sum())}/{e.numel()} elements differ; max abs diff {abs_diff.max().item():.3g} "
+        f"at index {index} (eager {e.flatten()[worst].item():.8g}, compiled {a.flatten()[worst].item():.8g}), "
+        f"max rel diff {rel_diff.max().item():.3g}; allowed atol={tol.atol:g} rtol={tol.rtol:g}"
+    )
+
+
+def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance) -> list[str]:
+    """All differences between two (nested) values; tensors within tolerance, the rest exactly."""
+    if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+        if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
+            return [f"{where}: compiled {_short(actual)} but eager {_short(expected)}"]
+        found = tensor_difference(where, expected, actual, tol)
+        return [found] if found else []
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        out = [f"{where}[{k!r}]: missing in compiled run" for k in expected if k not in actual]
+        out += [f"{where}[{k!r}]: only in compiled run" for k in actual if k not in expected]
+        for key in expected.keys() & actual.keys():
+            out += value_differences(f"{where}[{key!r}]", expected[key], actual[key], tol)
+        return out
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
+        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol)]
+    if isinstance(expected, float) and isinstance(actual, float):
+        ok = abs(expected - actual) <= tol.atol + tol.rtol * abs(expected) or (expected != expected and actual != actual)
+        return [] if ok else [f"{where}: compiled {actual!r} != eager {expected!r}"]
+    return [] if expected == actual else [f"{where}: compiled {_short(actual)} != eager {_short(expected)}"]
+
+
+def max_movement(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor], tol: Tolerance) -> float:
+    """Largest parameter change over all elements, in units of the comparison tolerance."""
+    best = 0.0
+    for name, b in before.items():
+        if b.numel() == 0:
+            continue
+        b64, a64 = b.double().cpu(), after[name].double().cpu()
+        ratio = ((a64 - b64).abs() / (tol.atol + tol.rtol * b64.abs()).clamp_min(1e-30)).nan_to_num(nan=0.0, posinf=1e30)
+        best = max(best, float(ratio.max()))
+    return best
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."

@@ -1,0 +1,124 @@
+"""One eager and one compiled run of a case: the shared input of parity and kernel checks."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..spec.case import Case
+from ..spec.values import build_kwargs, resolve
+from . import torch_api
+from .devices import seed_all
+from .isolation import isolated
+from .models import default_model, make_data
+from .snapshot import OptimizerSnapshot, snapshot
+
+
+@dataclass
+class CompiledRun:
+    """What an eager and a compiled optimizer did over `case.steps` steps."""
+
+    case: Case
+    initial_params: dict[str, torch.Tensor]
+    eager: OptimizerSnapshot
+    compiled: OptimizerSnapshot
+    kernel_count: int
+    graph_count: int
+    graph_breaks: list[str]
+    compile_seconds: float  # first compiled step: tracing, inductor and one step
+    compiled_step_seconds: list[float] = field(default_factory=list)
+    eager_step_seconds: list[float] = field(default_factory=list)
+
+
+def run_compiled(case: Case) -> CompiledRun:
+    """Step an eager optimizer and a compiled deep copy side by side, PyTorch-test style."""
+    options = {"fallback_random": True} if case.fallback_random else {}
+    with isolated(**options), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return _run(case)
+
+
+def _run(case: Case) -> CompiledRun:
+    optimizer_cls = resolve(case.optimizer)
+    seed_all(case.seed)
+    model = default_model(case.device)
+    inputs, loss_fn = make_data(case.data, case.device)
+    model_c = deepcopy(model)  # deepcopy does not copy .grad: backward on each
+    for m in (model, model_c):
+        loss_fn(m(inputs)).backward()
+    names = {p: n for n, p in model.named_parameters()}
+    names_c = {p: n for n, p in model_c.named_parameters()}
+
+    opt = optimizer_cls(model.parameters(), **build_kwargs(case.kwargs, case.device))
+    opt_c = optimizer_cls(model_c.parameters(), **build_kwargs(case.kwargs, case.device))
+    closure = _closure(model, opt, inputs, loss_fn) if case.closure else None
+    step_c = _compiled_step(opt_c, _closure(model_c, opt_c, inputs, loss_fn) if case.closure else None, fullgraph=not case.closure)
+    schedulers = [_scheduler(case, o) for o in (opt, opt_c)] if case.scheduler else []
+
+    initial = {n: p.detach().clone() for n, p in model.named_parameters()}
+    run = CompiledRun(case, initial, None, None, 0, 0, [], 0.0)  # type: ignore[arg-type]
+    with torch.no_grad():
+        for i in range(case.steps):
+            seed_all(case.seed + 1 + i)
+            start = time.perf_counter()
+            step_c()
+            run.compiled_step_seconds.append(time.perf_counter() - start)
+            seed_all(case.seed + 1 + i)
+            start = time.perf_counter()
+            opt.step(closure) if closure else opt.step()
+            run.eager_step_seconds.append(time.perf_counter() - start)
+            for scheduler in schedulers:
+                _step_scheduler(scheduler)
+    run.compile_seconds = run.compiled_step_seconds[0]
+    run.eager = snapshot(opt, names)
+    run.compiled = snapshot(opt_c, names_c)
+    run.kernel_count = torch_api.generated_kernel_count()
+    run.graph_count = torch_api.captured_graph_count()
+    run.graph_breaks = torch_api.graph_break_reasons()
+    return run
+
+
+def _closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any):
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = loss_fn(model(inputs))
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def _compiled_step(opt: torch.optim.Optimizer, closure: Any, fullgraph: bool):
+    step = torch_api.raw_step(opt)
+    torch_api.mark_step_called(opt)
+    if closure is None:
+        def fn() -> None:
+            step()
+    else:
+        def fn() -> None:
+            step(closure)
+    return torch.compile(fn, backend="inductor", fullgraph=fullgraph)
+
+
+def _scheduler(case: Case, opt: torch.optim.Optimizer) -> Any:
+    import torch.optim.lr_scheduler as lr_scheduler
+
+    name = case.scheduler or ""
+    cls = resolve(name) if (":" in name or "." in name) else getattr(lr_scheduler, name)
+    scheduler = cls(opt, **build_kwargs(case.scheduler_kwargs, case.device))
+    scheduler.last_epoch = 1  # as PyTorch's tests: some schedulers act only after an epoch
+    return scheduler
+
+
+def _step_scheduler(scheduler: Any) -> None:
+    import torch.optim.lr_scheduler as lr_scheduler
+
+    if isinstance(scheduler, lr_scheduler.ReduceLROnPlateau):
+        scheduler.step(1.0)
+    else:
+        scheduler.step()

@@ -1,0 +1,34 @@
+"""Run a check without leaking global state into the next one."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from . import torch_api
+
+
+@contextlib.contextmanager
+def isolated(**inductor_options: object) -> Iterator[None]:
+    """Fresh dynamo/inductor state in, and every touched global restored on the way out.
+
+    Restores: default dtype, grad mode, CPU and CUDA RNG states, inductor config,
+    and resets dynamo caches, inductor metrics and dynamo counters on both sides.
+    """
+    dtype = torch.get_default_dtype()
+    grad = torch.is_grad_enabled()
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    torch_api.reset_compile_state()
+    try:
+        with torch_api.inductor_config(**inductor_options):
+            yield
+    finally:
+        torch_api.reset_compile_state()
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)

@@ -1,0 +1,43 @@
+"""Expensive runs are done once per case and shared by every check that needs them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..spec.case import Case
+from .compiled_run import CompiledRun, run_compiled
+
+
+class RunCache:
+    """Per-case memo of runs (results or the exception they raised), freed when released."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], Any] = {}
+        self.work_seconds = 0.0  # time spent inside torch: model, compile, steps
+        self.cases_run = 0
+
+    def compiled(self, case: Case) -> CompiledRun:
+        """The eager + compiled run of `case` (parity, kernel_count)."""
+        return self._get("compiled", case, run_compiled)
+
+    def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
+        key = (kind, case.id)
+        if key not in self._runs:
+            start = time.perf_counter()
+            try:
+                self._runs[key] = make(case)
+            except Exception as exc:  # replayed to every check of this case
+                self._runs[key] = exc
+            finally:
+                self.work_seconds += time.perf_counter() - start
+                self.cases_run += 1
+        result = self._runs[key]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def release(self, case_id: str) -> None:
+        for key in [k for k in self._runs if k[1] == case_id]:
+            del self._runs[key]

@@ -1,0 +1,55 @@
+"""Frozen copies of an optimizer's observable state, for comparing two runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import torch_api
+
+SIMPLE = (bool, int, float, str, type(None))
+
+
+def freeze(value: Any) -> Any:
+    """A detached copy of tensors (also inside lists, tuples and dicts); other values as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return {k: freeze(v) for k, v in value.items()}
+    return value
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, (torch.Tensor, *SIMPLE)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return False
+
+
+@dataclass
+class OptimizerSnapshot:
+    """Params, per-param state, param_groups entries and plain attributes of an optimizer."""
+
+    params: dict[str, torch.Tensor]
+    state: dict[str, dict[str, Any]]
+    groups: list[dict[str, Any]]
+    attrs: dict[str, Any]
+
+
+def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -> OptimizerSnapshot:
+    by_id = {id(p): n for p, n in names.items()}
+    params = {n: p.detach().clone() for p, n in names.items()}
+    state = {by_id.get(id(k), repr(k)): {sk: freeze(sv) for sk, sv in v.items()} if isinstance(v, dict) else {"": freeze(v)}
+             for k, v in optimizer.state.items()}
+    groups = [{k: freeze(v) for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    attrs = {
+        k: freeze(v)
+        for k, v in vars(optimizer).items()
+        if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
+    }
+    return OptimizerSnapshot(params, state, groups, attrs)

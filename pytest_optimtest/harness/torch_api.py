@@ -1,0 +1,76 @@
+"""The one place that touches torch's private APIs; a torch upgrade is fixed here.
+
+Everything else in the package calls these functions instead of reaching into
+torch._dynamo, torch._inductor or torch.distributed internals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+
+def torch_version() -> str:
+    """The running torch as 'major.minor', the key of kernel-count expectations."""
+    major, minor = torch.__version__.split(".")[:2]
+    return f"{major}.{minor}"
+
+
+def reset_compile_state() -> None:
+    """Forget compiled code, inductor metrics and dynamo counters."""
+    import torch._dynamo
+    import torch._inductor.metrics
+
+    torch._dynamo.reset()
+    torch._inductor.metrics.reset()
+    torch._dynamo.utils.counters.clear()
+
+
+def generated_kernel_count() -> int:
+    import torch._inductor.metrics
+
+    return torch._inductor.metrics.generated_kernel_count
+
+
+def captured_graph_count() -> int:
+    """Graphs dynamo handed to the backend since the last reset."""
+    import torch._dynamo.utils
+
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
+def graph_break_reasons() -> list[str]:
+    """dynamo's reason for each distinct graph break since the last reset."""
+    import torch._dynamo.utils
+
+    return list(torch._dynamo.utils.counters["graph_break"])
+
+
+def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
+    import torch._inductor.config
+
+    return torch._inductor.config.patch(options)
+
+
+def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
+    """optimizer.step without its decorators, bound to the optimizer.
+
+    torch.optim wraps step in a profiling wrapper and in `_use_grad_for_differentiable`,
+    which inserts graph breaks; PyTorch's tests compile the undecorated function under
+    no_grad, and so do we (see optimizer.py's "Note on graph break").
+    """
+    step = inspect.unwrap(type(optimizer).step)
+    return step.__get__(optimizer)
+
+
+def mark_step_called(optimizer: torch.optim.Optimizer) -> None:
+    """Silence the LR scheduler's 'step() before optimizer.step()' warning for a raw step."""
+    optimizer._opt_called = True  # type: ignore[attr-defined]
+
+
+# Attributes that torch.optim's wrappers (not the step itself) write on an optimizer.
+WRAPPER_ATTRIBUTES = frozenset({"_opt_called", "_zero_grad_profile_name", "_optimizer_step_code"})

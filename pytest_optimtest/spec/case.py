@@ -1,0 +1,44 @@
+"""`Case`: one fully expanded configuration that checks run on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .schema import Tolerance
+
+
+@dataclass(frozen=True, eq=False)
+class KernelExpectation:
+    count: int | None
+    where: str  # "specs/adam.yaml:12 kernel_counts['2.13'].cpu['*']", or where to add one
+    torch_version: str
+
+
+@dataclass(frozen=True, eq=False)
+class Case:
+    """Everything needed to run one optimizer configuration; raw spec values, built per run."""
+
+    id: str
+    spec_path: str
+    line: int | None
+    optimizer: str
+    kwargs: dict[str, Any]
+    device: str
+    steps: int = 2
+    closure: bool = False
+    scheduler: str | None = None
+    scheduler_kwargs: dict[str, Any] = field(default_factory=dict)
+    data: str = "random"
+    seed: int = 0
+    tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1.3e-6)
+    min_movement: float = 10.0
+    fallback_random: bool = False
+    checks: tuple[str, ...] = ("parity", "kernel_count")
+    kernels: KernelExpectation | None = None
+    skip: dict[str, str] = field(default_factory=dict)  # check -> reason
+    xfail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return f"{self.spec_path}:{self.line}" if self.line else self.spec_path

@@ -1,0 +1,207 @@
+"""Spec -> [Case]: cases x grid x schedulers x closure x devices, with stable ids."""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import itertools
+from typing import Any
+
+from .case import Case, KernelExpectation
+from .errors import did_you_mean
+from .loader import Locator
+from .schema import CaseSpec, Spec
+from .values import build_kwargs, resolve, value_problem
+
+SCHEDULER_MODULE = "torch.optim.lr_scheduler"
+
+
+def expand(spec: Spec, locator: Locator, check_names: list[str], torch_version: str) -> list[Case]:
+    """Every case of a spec, validated against the real optimizer and schedulers."""
+    optimizer_cls = _resolve_optimizer(spec.optimizer, locator)
+    _check_names(spec, locator, check_names)
+    schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
+    for name, kwargs in spec.schedulers.items():
+        _check_values(kwargs, ("schedulers", name), locator)
+    _check_values(spec.kwargs, ("kwargs",), locator)
+    prefix = spec.name or optimizer_cls.__name__.lower()
+
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(spec.cases):
+        where = ("cases", index)
+        _check_values(entry.kwargs, (*where, "kwargs"), locator)
+        for name in entry.schedulers if isinstance(entry.schedulers, list) else []:
+            if name not in schedulers:
+                raise locator.error((*where, "schedulers"), f"unknown scheduler {name!r}{did_you_mean(name, schedulers)}; declare it under 'schedulers'")
+        for device in entry.devices or spec.devices:
+            if device not in spec.devices:
+                continue
+            for grid_values in _grid(spec, device):
+                kwargs = {**spec.kwargs, **entry.kwargs, **grid_values}
+                _check_constructor(optimizer_cls, kwargs, spec, where, locator)
+                for scheduler in _scheduler_names(entry, schedulers):
+                    for closure in entry.closure or spec.closure:
+                        case = _make_case(spec, entry, locator, index, prefix, grid_values, kwargs,
+                                          scheduler, closure, device, torch_version)
+                        if case.id in seen:
+                            raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
+                        seen[case.id] = index
+                        cases.append(case)
+    return cases
+
+
+def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix: str,
+               grid_values: dict[str, Any], kwargs: dict[str, Any], scheduler: str | None,
+               closure: bool, device: str, torch_version: str) -> Case:
+    parts = [prefix, entry.name, *(_id_part(k, v) for k, v in grid_values.items())]
+    if scheduler:
+        parts.append(scheduler.rpartition(":")[2].rpartition(".")[2].lower())
+    if closure:
+        parts.append("closure")
+    parts.append(device)
+    case_id = "-".join(p for p in parts if p)
+    checks = tuple(c for c in spec.checks if not (c == "kernel_count" and closure))
+    return Case(
+        id=case_id,
+        spec_path=locator.path,
+        line=locator.line(("cases", index)),
+        optimizer=spec.optimizer,
+        kwargs=kwargs,
+        device=device,
+        steps=entry.steps or spec.steps,
+        closure=closure,
+        scheduler=scheduler,
+        scheduler_kwargs=dict(spec.schedulers.get(scheduler, {})) if scheduler else {},
+        data=spec.data,
+        seed=spec.seed,
+        tolerance=entry.tolerance or spec.tolerance,
+        min_movement=spec.min_movement,
+        fallback_random=spec.fallback_random,
+        checks=checks,
+        kernels=_kernel_expectation(spec, locator, case_id, device, torch_version),
+        skip=_rule_reasons(spec.skip, case_id, device, checks),
+        xfail=_rule_reasons(spec.xfail, case_id, device, checks),
+    )
+
+
+def _id_part(key: str, value: Any) -> str:
+    if value is True:
+        return key
+    if value is False or value is None:
+        return ""
+    return f"{key}_{value}".replace(" ", "")
+
+
+def _grid(spec: Spec, device: str) -> list[dict[str, Any]]:
+    axes = {k: axis.values for k, axis in spec.grid.items() if axis.devices is None or device in axis.devices}
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def _scheduler_names(entry: CaseSpec, schedulers: dict[str, Any]) -> list[str | None]:
+    if entry.schedulers is True:
+        return list(schedulers) or [None]
+    if isinstance(entry.schedulers, list):
+        return list(entry.schedulers)
+    return [None]
+
+
+def _rule_reasons(rules: list, case_id: str, device: str, checks: tuple[str, ...]) -> dict[str, str]:
+    reasons: dict[str, str] = {}
+    for rule in rules:
+        if fnmatch.fnmatchcase(case_id, rule.cases) and (rule.devices is None or device in rule.devices):
+            for check in rule.checks or checks:
+                reasons.setdefault(check, rule.reason)
+    return reasons
+
+
+def _kernel_expectation(spec: Spec, locator: Locator, case_id: str, device: str, version: str) -> KernelExpectation:
+    table = spec.kernel_counts.get(version, {}).get(device, {})
+    exact = [p for p in table if p == case_id]
+    globs = [p for p in table if p != "*" and p not in exact and fnmatch.fnmatchcase(case_id, p)]
+    for pattern in exact + globs + (["*"] if "*" in table else []):
+        line = locator.line(("kernel_counts", version, device, pattern)) or locator.line(("kernel_counts", version, device))
+        where = f"{locator.path}:{line} kernel_counts['{version}'].{device}['{pattern}']"
+        return KernelExpectation(table[pattern], where, version)
+    return KernelExpectation(None, f"{locator.path}: add kernel_counts['{version}'].{device}", version)
+
+
+def _resolve_optimizer(path: str, locator: Locator) -> type:
+    try:
+        cls = resolve(path)
+    except ImportError as exc:
+        raise locator.error(("optimizer",), str(exc)) from None
+    if not (inspect.isclass(cls) and hasattr(cls, "step")):
+        raise locator.error(("optimizer",), f"{path!r} is not an optimizer class")
+    return cls
+
+
+def _resolve_scheduler(name: str, locator: Locator) -> type:
+    import torch.optim.lr_scheduler as lr_scheduler
+
+    if ":" in name or "." in name:
+        try:
+            return resolve(name)
+        except ImportError as exc:
+            raise locator.error(("schedulers", name), str(exc)) from None
+    cls = getattr(lr_scheduler, name, None)
+    if not inspect.isclass(cls):
+        known = [n for n, v in vars(lr_scheduler).items() if inspect.isclass(v) and n.endswith(("LR", "Plateau", "Restarts"))]
+        raise locator.error(("schedulers", name), f"unknown LR scheduler {name!r}{did_you_mean(name, known)}")
+    return cls
+
+
+def _check_names(spec: Spec, locator: Locator, check_names: list[str]) -> None:
+    for i, name in enumerate(spec.checks):
+        if name not in check_names:
+            raise locator.error(("checks", i), f"unknown check {name!r}{did_you_mean(name, check_names)}; known: {', '.join(check_names)}")
+    for kind in ("skip", "xfail"):
+        for i, rule in enumerate(getattr(spec, kind)):
+            for j, name in enumerate(rule.checks or []):
+                if name not in check_names:
+                    raise locator.error((kind, i, "checks", j), f"unknown check {name!r}{did_you_mean(name, check_names)}")
+
+
+def _check_values(kwargs: dict[str, Any], where: tuple, locator: Locator) -> None:
+    for key, raw in kwargs.items():
+        problem = value_problem(raw)
+        if problem:
+            raise locator.error((*where, key), problem)
+
+
+_constructed: dict[tuple[type, str], str | None] = {}
+
+
+def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator) -> None:
+    """The optimizer's constructor must accept these kwargs (checked once per distinct set)."""
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for key in kwargs:
+        if not takes_any and key not in params:
+            names = [n for n in params if n not in ("self", "params")]
+            at = (*where, "kwargs", key) if key in spec.cases[where[1]].kwargs else ("kwargs", key)
+            if key in spec.grid:
+                at = ("grid", key)
+            raise locator.error(at, f"{cls.__name__} takes no argument {key!r}{did_you_mean(key, names)}")
+    memo_key = (cls, repr(sorted(kwargs.items())))
+    if memo_key not in _constructed:
+        _constructed[memo_key] = _construct_problem(cls, kwargs)
+    problem = _constructed[memo_key]
+    if problem:
+        culprit = next((k for k in kwargs if k in problem and k in spec.cases[where[1]].kwargs), None)
+        raise locator.error((*where, "kwargs", culprit) if culprit else where, f"{cls.__name__}({_show(kwargs)}) rejects these kwargs: {problem}")
+
+
+def _construct_problem(cls: type, kwargs: dict[str, Any]) -> str | None:
+    import torch
+
+    try:
+        cls([torch.nn.Parameter(torch.zeros(2, 2))], **build_kwargs(kwargs, "cpu"))
+    except Exception as exc:  # any constructor error is the spec's fault, reported as such
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _show(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+

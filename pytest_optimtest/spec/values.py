@@ -1,0 +1,98 @@
+"""Kwarg values in specs: plain YAML, plus three tagged forms.
+
+- ``{tensor: 0.01}`` or ``{tensor: [0.9, 0.99]}``: a float32 tensor, made on the case's device
+- ``{import: "mypkg.mod:attr"}``: a Python object by import path
+- ``{constant: 10}``: a function returning 10 for any argument (LambdaLR's ``lr_lambda``)
+
+YAML lists become tuples, as PyTorch's optimizers expect (``betas``, ``etas``).
+Every call of `build_value` makes new objects, so no two runs share a tensor.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+FORMS = ("tensor", "import", "constant")
+
+
+class Constant:
+    """A picklable ``lambda *_: value`` with a readable repr."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Constant({self.value!r})"
+
+
+def value_problem(raw: Any) -> str | None:
+    """Why `raw` is not a valid kwarg value, or None."""
+    if isinstance(raw, list):
+        return next((p for p in map(value_problem, raw) if p), None)
+    if not isinstance(raw, dict):
+        return None
+    if len(raw) != 1 or next(iter(raw)) not in FORMS:
+        return f"a mapping value must be one of {{tensor: ...}}, {{import: ...}}, {{constant: ...}}; got keys {sorted(raw)}"
+    form, arg = next(iter(raw.items()))
+    if form == "tensor" and not _is_numeric(arg):
+        return f"{{tensor: ...}} takes a number or a (nested) list of numbers, got {arg!r}"
+    if form == "import":
+        try:
+            resolve(arg)
+        except ImportError as exc:
+            return str(exc)
+    return None
+
+
+def _is_numeric(arg: Any) -> bool:
+    if isinstance(arg, list):
+        return all(map(_is_numeric, arg))
+    return isinstance(arg, (int, float)) and not isinstance(arg, bool)
+
+
+def build_value(raw: Any, device: str) -> Any:
+    """Materialise a checked spec value; new tensors every call."""
+    if isinstance(raw, list):
+        return tuple(build_value(v, device) for v in raw)
+    if isinstance(raw, dict):
+        (form, arg), = raw.items()
+        if form == "tensor":
+            import torch
+
+            return torch.tensor(arg, dtype=torch.float32, device=device)
+        if form == "import":
+            return resolve(arg)
+        return Constant(arg)
+    return raw
+
+
+def build_kwargs(raw: dict[str, Any], device: str) -> dict[str, Any]:
+    return {k: build_value(v, device) for k, v in raw.items()}
+
+
+def resolve(path: str) -> Any:
+    """'pkg.mod:attr' or 'pkg.mod.attr' -> the object; ImportError with a suggestion otherwise."""
+    from .errors import did_you_mean
+
+    if not isinstance(path, str) or not path.strip():
+        raise ImportError(f"expected an import path like 'torch.optim.Adam' or 'mypkg.optim:Lion', got {path!r}")
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ImportError(f"expected an import path like 'torch.optim.Adam' or 'mypkg.optim:Lion', got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"cannot import module {module_name!r} for {path!r}: {exc}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            public = [n for n in dir(obj) if not n.startswith("_")]
+            raise ImportError(f"{obj.__name__!r} has no attribute {part!r}{did_you_mean(part, public)}")
+        obj = getattr(obj, part)
+    return obj
