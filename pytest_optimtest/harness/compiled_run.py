@@ -15,7 +15,7 @@ from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
-from .models import default_model, make_data
+from .models import make_data
 from .snapshot import OptimizerSnapshot, snapshot
 
 
@@ -46,7 +46,7 @@ def run_compiled(case: Case) -> CompiledRun:
 def _run(case: Case) -> CompiledRun:
     optimizer_cls = resolve(case.optimizer)
     seed_all(case.seed)
-    model = default_model(case.device)
+    model = resolve(case.model)(device=case.device)
     inputs, loss_fn = make_data(case.data, case.device)
     model_c = deepcopy(model)  # deepcopy does not copy .grad: backward on each
     for m in (model, model_c):

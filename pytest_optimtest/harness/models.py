@@ -6,12 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-IN_FEATURES = 10
-
-
-def default_model(device: str) -> torch.nn.Module:
-    """PyTorch's compiled-optimizer model: two Linear(10, 10) layers."""
-    return torch.nn.Sequential(*[torch.nn.Linear(IN_FEATURES, IN_FEATURES, device=device) for _ in range(2)])
+from ..models import IN_FEATURES
 
 
 def make_data(kind: str, device: str, batch: int = 10) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:

@@ -7,7 +7,6 @@ torch._dynamo, torch._inductor or torch.distributed internals.
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -56,14 +55,26 @@ def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
     return torch._inductor.config.patch(options)
 
 
-def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
-    """optimizer.step without its decorators, bound to the optimizer.
+def _torch_optim_wrapper_codes() -> frozenset:
+    from torch.optim.optimizer import Optimizer, _use_grad_for_differentiable
 
-    torch.optim wraps step in a profiling wrapper and in `_use_grad_for_differentiable`,
-    which inserts graph breaks; PyTorch's tests compile the undecorated function under
-    no_grad, and so do we (see optimizer.py's "Note on graph break").
+    def probe(self: Any) -> None: ...
+
+    return frozenset({Optimizer.profile_hook_step(probe).__code__, _use_grad_for_differentiable(probe).__code__})
+
+
+def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
+    """optimizer.step without torch.optim's own wrappers, bound to the optimizer.
+
+    torch.optim wraps step in a profiling hook wrapper and in `_use_grad_for_differentiable`,
+    which inserts graph breaks; PyTorch's tests compile the function under them, under
+    no_grad, and so do we (see optimizer.py's "Note on graph break"). Other decorators,
+    a user's torch.compiler.disable included, are kept.
     """
-    step = inspect.unwrap(type(optimizer).step)
+    wrappers = _torch_optim_wrapper_codes()
+    step = type(optimizer).step
+    while getattr(step, "__code__", None) in wrappers and hasattr(step, "__wrapped__"):
+        step = step.__wrapped__
     return step.__get__(optimizer)
 
 

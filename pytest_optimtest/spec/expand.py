@@ -24,6 +24,7 @@ def expand(spec: Spec, locator: Locator, check_names: list[str], torch_version: 
     for name, kwargs in spec.schedulers.items():
         _check_values(kwargs, ("schedulers", name), locator)
     _check_values(spec.kwargs, ("kwargs",), locator)
+    _check_values({"model": {"import": spec.model}}, (), locator)
     prefix = spec.name or optimizer_cls.__name__.lower()
 
     cases: list[Case] = []
@@ -73,6 +74,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         closure=closure,
         scheduler=scheduler,
         scheduler_kwargs=dict(spec.schedulers.get(scheduler, {})) if scheduler else {},
+        model=spec.model,
         data=spec.data,
         seed=spec.seed,
         tolerance=entry.tolerance or spec.tolerance,

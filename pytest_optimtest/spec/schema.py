@@ -59,6 +59,10 @@ class Spec(_Strict):
     optimizer: str = Field(description="import path: 'torch.optim.Adam' or 'mypkg.optim:Lion'")
     name: str | None = Field(None, pattern=NAME, description="id prefix; default: class name, lowercased")
     kwargs: dict[str, Any] = Field({}, description="base kwargs, under each case's kwargs")
+    model: str = Field(
+        "pytest_optimtest.models:two_linear",
+        description="model factory by import path, called as factory(device=...)",
+    )
     cases: list[CaseSpec] = Field([CaseSpec(name="default")], min_length=1)
     grid: dict[str, GridAxis] = {}
     schedulers: dict[str, dict[str, Any]] = Field(

@@ -1,0 +1,86 @@
+"""Checks on real torch.compile runs: passing cases and planted faults."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import one_case
+
+from pytest_optimtest.checks import CHECKS, NotApplicable
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.torch_api import torch_version
+
+SGD = """
+optimizer: {optimizer}
+kwargs: {kwargs}
+{extra}
+"""
+
+
+def case_for(tmp_path, optimizer="torch.optim.SGD", kwargs="{lr: 0.1}", extra=""):
+    return one_case(tmp_path, SGD.format(optimizer=optimizer, kwargs=kwargs, extra=extra))
+
+
+def run(check, case):
+    return CHECKS[check].run(case, RunCache())
+
+
+def test_sgd_parity_and_kernel_count_pass(tmp_path):
+    case = case_for(tmp_path, extra=f'kernel_counts: {{"{torch_version()}": {{cpu: 4}}}}')
+    runs = RunCache()
+    assert "params" in CHECKS["parity"].run(case, runs)
+    assert CHECKS["kernel_count"].run(case, runs) == "4 kernels"
+    assert runs.cases_run == 1  # one compiled run fed both checks
+
+
+def test_drift_only_when_compiled_is_caught(tmp_path):
+    case = case_for(tmp_path, optimizer="planted:CompiledOnlyDrift")
+    with pytest.raises(AssertionError) as info:
+        run("parity", case)
+    message = str(info.value)
+    assert "param['1.bias']" in message and "max abs diff 0.002" in message and "max rel diff" in message
+
+
+def test_wrong_expected_kernel_count_names_file_and_line(tmp_path):
+    case = case_for(tmp_path, extra=f'kernel_counts:\n  "{torch_version()}":\n    cpu: 5')
+    with pytest.raises(AssertionError) as info:
+        run("kernel_count", case)
+    message = str(info.value)
+    assert "expected 5 generated kernels, observed 4" in message
+    assert f"spec.yaml:5 kernel_counts['{torch_version()}'].cpu['*'] to 4" in message
+
+
+def test_missing_kernel_expectation_is_not_a_pass(tmp_path):
+    with pytest.raises(NotApplicable, match=r"no expected kernel count .* observed 4"):
+        run("kernel_count", case_for(tmp_path))
+
+
+def test_dropped_attribute_write_is_caught(tmp_path):
+    with pytest.raises(AssertionError, match=r"optimizer attribute\['calls'\]: compiled 0 != eager 2"):
+        run("parity", case_for(tmp_path, optimizer="planted:EagerOnlyCounter"))
+
+
+def test_step_that_never_compiles_is_reported_not_compiled(tmp_path):
+    with pytest.raises(AssertionError, match="not compiled: torch.compile captured no graph"):
+        run("parity", case_for(tmp_path, optimizer="planted:NeverCompiled", extra="closure: [true]"))
+
+
+def test_params_that_do_not_move_make_a_vacuous_comparison(tmp_path):
+    with pytest.raises(AssertionError, match="vacuous comparison: .* moved at most 0 tolerances"):
+        run("parity", case_for(tmp_path, kwargs="{lr: 0.0}"))
+
+
+def test_param_group_entries_are_compared(tmp_path):
+    case = case_for(tmp_path, kwargs="{lr: {tensor: 0.1}}", extra="schedulers: {StepLR: {step_size: 1, gamma: 0.5}}\ncases: [{name: t, schedulers: true}]")
+    assert case.scheduler == "StepLR"
+    assert "params" in run("parity", case)
+
+
+def test_random_optimizer_matches_with_fallback_random(tmp_path):
+    case = case_for(tmp_path, optimizer="planted:NoisySGD", extra="fallback_random: true")
+    assert "params" in run("parity", case)
+
+
+def test_closure_variant_matches(tmp_path):
+    case = case_for(tmp_path, extra="closure: [true]")
+    assert case.id == "sgd-default-closure-cpu" and case.checks == ("parity",)
+    assert "params" in run("parity", case)
