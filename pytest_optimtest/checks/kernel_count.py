@@ -13,7 +13,7 @@ def check_kernel_count(case, runs) -> str:
     if expected is None or expected.count is None:
         where = expected.where if expected else case.spec_path
         raise NotApplicable(
-            f"no expected kernel count for torch {expected.torch_version if expected else '?'} on {case.device}: "
+            f"{case.id}: no expected kernel count for torch {expected.torch_version if expected else '?'} on {case.device}: "
             f"observed {run.kernel_count}; {where}"
         )
     if run.kernel_count != expected.count:

@@ -44,7 +44,7 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance) ->
     if isinstance(expected, dict) and isinstance(actual, dict):
         out = [f"{where}[{k!r}]: missing in compiled run" for k in expected if k not in actual]
         out += [f"{where}[{k!r}]: only in compiled run" for k in actual if k not in expected]
-        for key in expected.keys() & actual.keys():
+        for key in [k for k in expected if k in actual]:
             out += value_differences(f"{where}[{key!r}]", expected[key], actual[key], tol)
         return out
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):

@@ -1,0 +1,50 @@
+"""`python -m pytest_optimtest schema | check PATH...`"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_optimtest")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("schema", help="print the JSON Schema of spec files")
+    check = sub.add_parser("check", help="validate spec files without running them")
+    check.add_argument("paths", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "schema":
+        from .spec import json_schema
+
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    return _check(args.paths)
+
+
+def _check(paths: list[Path]) -> int:
+    from .checks import CHECKS
+    from .harness.torch_api import torch_version
+    from .spec import SpecError, expand, load_spec
+
+    files = [f for p in paths for f in (sorted(p.rglob("*.y*ml")) if p.is_dir() else [p])]
+    failed = 0
+    for file in files:
+        try:
+            spec, locator = load_spec(file)
+            cases = expand(spec, locator, list(CHECKS), torch_version())
+        except SpecError as exc:
+            failed += 1
+            print(f"error: {exc}")
+        else:
+            print(f"ok: {file}: {len(cases)} cases")
+    if not files:
+        print("error: no spec files found")
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

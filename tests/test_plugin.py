@@ -1,0 +1,111 @@
+"""Plugin behaviour through pytester: collection, ids, filtering, skips, errors.
+
+Runs that compile use a subprocess: an in-process run drops the inductor modules it
+imported, and torch cannot register their operator libraries twice.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pytest_optimtest.harness.torch_api import torch_version
+
+SGD_SPEC = f"""
+optimizer: torch.optim.SGD
+kwargs: {{lr: 0.1}}
+devices: [cpu, cuda]
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {{momentum: 0.9}}
+kernel_counts:
+  "{torch_version()}": {{cpu: 4}}
+xfail:
+  - cases: "*-momentum-*"
+    checks: [kernel_count]
+    reason: momentum creates its buffer in step 1, so the count differs
+"""
+
+
+@pytest.fixture
+def specs(pytester):
+    def write(**files: str):
+        for name, text in files.items():
+            path = pytester.path / "specs" / f"{name}.yaml"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(textwrap.dedent(text).lstrip())
+        return pytester.path / "specs"
+
+    return write
+
+
+def test_collects_readable_stable_ids(pytester, specs):
+    specs(sgd=SGD_SPEC)
+    result = pytester.runpytest_inprocess("--optim-spec", "specs", "--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "specs/sgd.yaml::sgd-default-cpu::parity",
+        "specs/sgd.yaml::sgd-default-cpu::kernel_count",
+        "specs/sgd.yaml::sgd-default-cuda::parity",
+        "specs/sgd.yaml::sgd-momentum-cpu::parity",
+        "*8 tests collected*",
+    ])
+
+
+def test_runs_only_specs_not_testpaths(pytester, specs):
+    specs(sgd=SGD_SPEC)
+    pytester.makepyfile(test_other="def test_x(): pass")
+    result = pytester.runpytest_inprocess("--optim-spec", "specs", "--collect-only", "-q")
+    assert "test_other.py" not in result.stdout.str()
+
+
+def test_device_filter_and_k_selection(pytester, specs):
+    specs(sgd=SGD_SPEC)
+    result = pytester.runpytest_inprocess("--optim-spec", "specs", "--optim-device", "cpu", "-k", "momentum", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["specs/sgd.yaml::sgd-momentum-cpu::parity", "*2/4 tests collected (2 deselected)*"])
+
+
+def test_ini_option(pytester, specs):
+    specs(sgd=SGD_SPEC)
+    pytester.makeini("[pytest]\noptim_spec = specs\n")
+    result = pytester.runpytest_inprocess("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*8 tests collected*"])
+
+
+def test_full_run_passes_skips_cuda_and_applies_xfail(pytester, specs):
+    specs(sgd=SGD_SPEC)
+    result = pytester.runpytest_subprocess("--optim-spec", "specs", "-rsx")
+    result.assert_outcomes(passed=3, skipped=4, xfailed=1)
+    result.stdout.fnmatch_lines(["*cuda case: no CUDA device on this machine*", "*momentum creates its buffer*"])
+
+
+def test_broken_spec_is_an_error_of_that_file_only(pytester, specs):
+    specs(sgd=SGD_SPEC.replace("devices: [cpu, cuda]", "devices: [cpu]"), broken="optimizer: torch.optim.Adamm\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "specs", "-k", "default or error")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*invalid optimizer spec: *broken.yaml:1: [[]optimizer[]] *did you mean 'Adam'*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_planted_fault_fails_through_the_plugin(pytester, specs):
+    pytester.makepyfile(drift="""
+        import torch
+        class Drift(torch.optim.Optimizer):
+            def __init__(self, params, lr=0.1):
+                super().__init__(params, {"lr": lr})
+            @torch.no_grad()
+            def step(self, closure=None):
+                for p in self.param_groups[0]["params"]:
+                    p.add_(p.grad, alpha=-0.1)
+                    if torch.compiler.is_compiling():
+                        p.mul_(1.001)
+    """)
+    specs(drift=f'optimizer: drift:Drift\nkernel_counts: {{"{torch_version()}": {{cpu: 99}}}}\n')
+    result = pytester.runpytest_subprocess("--optim-spec", "specs")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*compiled step differs from eager after 2 steps:*",
+        "*param[[]'0.weight'[]]: *elements differ; max abs diff*",
+        "*expected 99 generated kernels, observed *. If the change is intended, set *drift.yaml:2 kernel_counts*",
+    ])
