@@ -66,3 +66,23 @@ class NoisySGD(PlainSGD):
         super()._update()
         for p in self.param_groups[0]["params"]:
             p.add_(torch.randn_like(p), alpha=0.01)
+
+
+class SharedCountSGD(PlainSGD):
+    """Its step size decays with a count shared by every instance: per-parameter
+    optimizers in backward advance it several times per step."""
+
+    steps_taken = 0  # class attribute: the planted fault
+
+    def _update(self) -> None:
+        type(self).steps_taken += 1
+        for p in self.param_groups[0]["params"]:
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-self.param_groups[0]["lr"] / type(self).steps_taken)
+
+
+class NeedsClosure(PlainSGD):
+    """Like LBFGS: step takes a required closure."""
+
+    def step(self, closure):
+        return super().step(closure)

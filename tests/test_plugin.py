@@ -20,6 +20,7 @@ cases:
   - name: default
   - name: momentum
     kwargs: {{momentum: 0.9}}
+checks: [parity, kernel_count]
 kernel_counts:
   "{torch_version()}": {{cpu: 4}}
 xfail:
@@ -101,11 +102,11 @@ def test_planted_fault_fails_through_the_plugin(pytester, specs):
                     if torch.compiler.is_compiling():
                         p.mul_(1.001)
     """)
-    specs(drift=f'optimizer: drift:Drift\nkernel_counts: {{"{torch_version()}": {{cpu: 99}}}}\n')
+    specs(drift=f'optimizer: drift:Drift\nchecks: [parity, kernel_count]\nkernel_counts: {{"{torch_version()}": {{cpu: 99}}}}\n')
     result = pytester.runpytest_subprocess("--optim-spec", "specs")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
         "*compiled step differs from eager after 2 steps:*",
         "*param[[]'0.weight'[]]: *elements differ; max abs diff*",
-        "*expected 99 generated kernels, observed *. If the change is intended, set *drift.yaml:2 kernel_counts*",
+        "*expected 99 generated kernels, observed *. If the change is intended, set *drift.yaml:3 kernel_counts*",
     ])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..harness.compare import max_movement, value_differences
+from ..harness.compare import max_movement, non_finite, value_differences
 from ..harness.compiled_run import CompiledRun
 
 MAX_LISTED = 8
@@ -20,6 +20,9 @@ def assert_parity(run: CompiledRun) -> str:
             f"{case.id}: not compiled: torch.compile captured no graph (the step ran eagerly or traced to "
             f"no tensor operation), so matching eager proves nothing; graph breaks: {run.graph_breaks or 'none'}"
         )
+    diverged = non_finite(run.eager.params)
+    if diverged:
+        raise AssertionError(f"{case.id}: eager params {diverged} became NaN/inf: the run diverged, so equality means nothing; lower lr")
     moved = max_movement(run.initial_params, run.eager.params, tol)
     if moved < case.min_movement:
         raise AssertionError(

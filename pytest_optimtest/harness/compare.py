@@ -55,6 +55,11 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance) ->
     return [] if expected == actual else [f"{where}: compiled {_short(actual)} != eager {_short(expected)}"]
 
 
+def non_finite(params: dict[str, torch.Tensor]) -> list[str]:
+    """Names of params holding NaN or inf: a diverged run compares NaN with NaN, vacuously."""
+    return [n for n, p in params.items() if p.is_floating_point() and not bool(p.isfinite().all())]
+
+
 def max_movement(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor], tol: Tolerance) -> float:
     """Largest parameter change over all elements, in units of the comparison tolerance."""
     best = 0.0

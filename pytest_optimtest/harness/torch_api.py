@@ -85,3 +85,21 @@ def mark_step_called(optimizer: torch.optim.Optimizer) -> None:
 
 # Attributes that torch.optim's wrappers (not the step itself) write on an optimizer.
 WRAPPER_ATTRIBUTES = frozenset({"_opt_called", "_zero_grad_profile_name", "_optimizer_step_code"})
+
+
+def apply_optimizer_in_backward(optimizer_cls: type, params: list, kwargs: dict, register_hook: bool = True) -> None:
+    """torch.distributed.optim._apply_optimizer_in_backward: step `params` as their grads are ready."""
+    from torch.distributed.optim import _apply_optimizer_in_backward
+
+    _apply_optimizer_in_backward(optimizer_cls, params, optimizer_kwargs=kwargs, register_hook=register_hook)
+
+
+def in_backward_optimizers(module: torch.nn.Module) -> list:
+    from torch.distributed.optim import _get_in_backward_optimizers
+
+    return _get_in_backward_optimizers(module)
+
+
+def optimizers_on_param(param: torch.Tensor) -> list:
+    """The in-backward optimizers stored on a parameter."""
+    return list(getattr(param, "_in_backward_optimizers", []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import Tolerance
+from .schema import InBackwardSpec, Tolerance
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,6 +35,7 @@ class Case:
     tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1.3e-6)
     min_movement: float = 10.0
     fallback_random: bool = False
+    in_backward: InBackwardSpec = InBackwardSpec()
     checks: tuple[str, ...] = ("parity", "kernel_count")
     kernels: KernelExpectation | None = None
     skip: dict[str, str] = field(default_factory=dict)  # check -> reason

@@ -24,6 +24,8 @@ def expand(spec: Spec, locator: Locator, check_names: list[str], torch_version: 
     for name, kwargs in spec.schedulers.items():
         _check_values(kwargs, ("schedulers", name), locator)
     _check_values(spec.kwargs, ("kwargs",), locator)
+    for i, group in enumerate(spec.in_backward.groups):
+        _check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"), locator)
     _check_values({"model": {"import": spec.model}}, (), locator)
     prefix = spec.name or optimizer_cls.__name__.lower()
 
@@ -62,7 +64,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         parts.append("closure")
     parts.append(device)
     case_id = "-".join(p for p in parts if p)
-    checks = tuple(c for c in spec.checks if not (c == "kernel_count" and closure))
+    checks = tuple(c for c in spec.checks if _applies(c, closure, scheduler))
     return Case(
         id=case_id,
         spec_path=locator.path,
@@ -80,11 +82,22 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         tolerance=entry.tolerance or spec.tolerance,
         min_movement=spec.min_movement,
         fallback_random=spec.fallback_random,
+        in_backward=spec.in_backward,
         checks=checks,
         kernels=_kernel_expectation(spec, locator, case_id, device, torch_version),
         skip=_rule_reasons(spec.skip, case_id, device, checks),
         xfail=_rule_reasons(spec.xfail, case_id, device, checks),
     )
+
+
+def _applies(check: str, closure: bool, scheduler: str | None) -> bool:
+    """kernel_count needs a fullgraph compile (no closure); in-backward steps take no closure
+    and no scheduler, so scheduler and closure variants would repeat the plain case."""
+    if check == "kernel_count":
+        return not closure
+    if check.startswith("in_backward"):
+        return not closure and scheduler is None
+    return True
 
 
 def _id_part(key: str, value: Any) -> str:

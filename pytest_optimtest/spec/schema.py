@@ -53,6 +53,31 @@ class CaseSpec(_Strict):
     tolerance: Tolerance | None = None
 
 
+class ParamGroupSpec(_Strict):
+    """Params by name: a glob over unique names, or an exact name (an alias of a tied param too)."""
+
+    params: list[str] = Field(min_length=1)
+    kwargs: dict[str, Any] = {}
+
+
+class InBackwardSpec(_Strict):
+    """How the in-backward checks build and compare their models."""
+
+    steps: int = Field(6, ge=1)
+    groups: list[ParamGroupSpec] = Field(
+        [ParamGroupSpec(params=["*weight"]), ParamGroupSpec(params=["*bias"])],
+        description="optimizer groups (PyTorch's test: weights, biases); kwargs go over the case's",
+    )
+    tie: list[list[str]] = Field(
+        [["0.weight", "1.weight"]], description="params the tied variant shares: each list becomes its first"
+    )
+    per_parameter: str | None = Field(
+        None,
+        description="why this optimizer cannot match one optimizer over all params (it couples params or "
+        "draws random numbers); then the reference is one optimizer per param stepped in hook order",
+    )
+
+
 class Spec(_Strict):
     """One optimizer's test matrix."""
 
@@ -83,7 +108,11 @@ class Spec(_Strict):
     kernel_counts: dict[str, dict[Device, dict[str, int]]] = Field(
         {}, description="torch major.minor -> device -> {case-id glob or '*': generated kernel count}"
     )
-    checks: list[str] = ["parity", "kernel_count"]
+    in_backward: InBackwardSpec = InBackwardSpec()
+    checks: list[str] = Field(
+        ["parity", "kernel_count", "in_backward", "in_backward_tied", "in_backward_two_optimizers", "in_backward_no_hook"],
+        description="checks to run; each applies to the cases it can say something about",
+    )
     skip: list[Rule] = []
     xfail: list[Rule] = []
 

@@ -1,0 +1,93 @@
+"""Optimizer applied in backward (_apply_optimizer_in_backward) vs the same optimizer stepped normally."""
+
+from __future__ import annotations
+
+from copy import deepcopy
+
+import torch
+
+from ..harness import torch_api
+from ..harness.compare import max_movement, non_finite, value_differences
+from ..harness.in_backward import CannotApply, make_model, run_in_backward
+from ..harness.isolation import isolated
+from ..harness.models import make_data
+from ..spec.values import build_kwargs, resolve
+from .base import NotApplicable
+
+
+def _compare(case, tied: bool = False, copies: int = 1) -> tuple[torch.nn.Module, torch.nn.Module]:
+    tol = case.tolerance
+    try:
+        initial = None
+        for step, reference, in_backward in run_in_backward(case, tied=tied, copies=copies):
+            if initial is None:
+                initial = {n: p.detach().clone() for n, p in make_model(case, tied).named_parameters()}
+            ref = {n: p.detach() for n, p in reference.named_parameters()}
+            got = {n: p.detach() for n, p in in_backward.named_parameters()}
+            diverged = non_finite(ref)
+            if diverged:
+                raise AssertionError(f"{case.id}: reference params {diverged} became NaN/inf at step {step + 1}: the run diverged; lower lr")
+            problems = value_differences("param", ref, got, tol)
+            if problems:
+                raise AssertionError(
+                    f"{case.id}: in-backward params differ from the reference after step {step + 1}"
+                    f"{_reference_note(case)}:\n  " + "\n  ".join(problems)
+                )
+    except CannotApply as exc:
+        raise NotApplicable(f"{case.id}: {exc}") from None
+    moved = max_movement(initial, ref, tol)
+    if moved < case.min_movement:
+        raise AssertionError(f"{case.id}: vacuous comparison: params moved at most {moved:.3g} tolerances in {case.in_backward.steps} steps")
+    return reference, in_backward
+
+
+def _reference_note(case) -> str:
+    reason = case.in_backward.per_parameter
+    return f" (reference: one optimizer per param in hook order, because {reason})" if reason else ""
+
+
+def check_in_backward(case, runs) -> str:
+    _, in_backward = _compare(case)
+    found = torch_api.in_backward_optimizers(in_backward)
+    stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
+    if set(map(id, found)) != set(map(id, stored)) or len(found) != len(stored):
+        raise AssertionError(f"{case.id}: _get_in_backward_optimizers returned {len(found)} optimizers, the params hold {len(stored)}")
+    covered = [p for p in in_backward.parameters() if torch_api.optimizers_on_param(p)]
+    if len(found) != len(covered):
+        raise AssertionError(f"{case.id}: expected one in-backward optimizer per param ({len(covered)}), got {len(found)}")
+    return f"{case.in_backward.steps} steps equal{_reference_note(case)}; {len(found)} optimizers found"
+
+
+def check_in_backward_tied(case, runs) -> str:
+    _compare(case, tied=True)
+    return f"tied {case.in_backward.tie}: {case.in_backward.steps} steps equal"
+
+
+def check_in_backward_two_optimizers(case, runs) -> str:
+    _compare(case, copies=2)
+    return f"two optimizers per param: {case.in_backward.steps} steps equal"
+
+
+def check_in_backward_no_hook(case, runs) -> str:
+    """register_hook=False leaves params untouched by backward; the hooked twin moves."""
+    optimizer_cls = resolve(case.optimizer)
+    with isolated():
+        try:
+            model = make_model(case, tied=False)
+        except CannotApply as exc:
+            raise NotApplicable(f"{case.id}: {exc}") from None
+        initial, hooked, unhooked = deepcopy(model), deepcopy(model), deepcopy(model)
+        kwargs = build_kwargs(case.kwargs, case.device)
+        torch_api.apply_optimizer_in_backward(optimizer_cls, list(hooked.parameters()), kwargs)
+        torch_api.apply_optimizer_in_backward(optimizer_cls, list(unhooked.parameters()), build_kwargs(case.kwargs, case.device), register_hook=False)
+        inputs, loss_fn = make_data(case.data, case.device, batch=4)
+        for m in (hooked, unhooked):
+            loss_fn(m(inputs)).backward()
+        start = dict(initial.named_parameters())
+        changed = value_differences("param", {n: p.detach() for n, p in unhooked.named_parameters()}, {n: p.detach() for n, p in start.items()}, case.tolerance)
+        if changed:
+            raise AssertionError(f"{case.id}: register_hook=False, yet backward changed params:\n  " + "\n  ".join(changed))
+        still = [n for n, p in hooked.named_parameters() if not value_differences(n, start[n].detach(), p.detach(), case.tolerance)]
+        if still:
+            raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged")
+    return "unhooked params untouched, hooked params moved"

@@ -1,0 +1,132 @@
+"""Train a model with its optimizer applied in backward next to a normally stepped twin."""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+from copy import deepcopy
+from dataclasses import dataclass
+
+import torch
+
+from ..spec.case import Case
+from ..spec.values import build_kwargs, resolve
+from . import torch_api
+from .devices import seed_all
+from .isolation import isolated
+from .models import make_data
+
+Groups = list[tuple[list[torch.nn.Parameter], dict]]
+
+
+class CannotApply(Exception):
+    """The case cannot be applied in backward (reason in the message)."""
+
+
+def needs_closure(optimizer_cls: type) -> bool:
+    closure = inspect.signature(optimizer_cls.step).parameters.get("closure")
+    return closure is not None and closure.default is inspect.Parameter.empty
+
+
+def make_model(case: Case, tied: bool) -> torch.nn.Module:
+    seed_all(case.seed)
+    model = resolve(case.model)(device=case.device)
+    if tied:
+        for names in case.in_backward.tie:
+            tie(model, names)
+    return model
+
+
+def tie(model: torch.nn.Module, names: list[str]) -> None:
+    """Make every named param the same Parameter as the first."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise CannotApply(f"model has no parameters named {missing}; declare in_backward.tie for this model")
+    shared = params[names[0]]
+    for name in names[1:]:
+        owner, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(owner), attr, shared)
+
+
+def groups_of(model: torch.nn.Module, case: Case) -> Groups:
+    """The spec's groups on `model`: exact names as written (aliases included), globs over unique names."""
+    every = dict(model.named_parameters(remove_duplicate=False))
+    unique = dict(model.named_parameters())
+    groups: Groups = []
+    for group in case.in_backward.groups:
+        params: list[torch.nn.Parameter] = []
+        for pattern in group.params:
+            if pattern in every:
+                params.append(every[pattern])
+            else:
+                params += [p for n, p in unique.items() if fnmatch.fnmatchcase(n, pattern)]
+        if params:
+            groups.append((params, build_kwargs({**case.kwargs, **group.kwargs}, case.device)))
+    return groups
+
+
+def unique_params(groups: Groups) -> Groups:
+    out = []
+    for params, kwargs in groups:
+        seen: dict[int, torch.nn.Parameter] = {}
+        for p in params:
+            seen.setdefault(id(p), p)
+        out.append((list(seen.values()), kwargs))
+    return out
+
+
+@dataclass
+class StepDifference:
+    step: int
+    problems: list[str]
+
+
+def hook_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """Record the order in which params' grads become ready during the next backward."""
+    order: list[torch.nn.Parameter] = []
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda param: order.append(param))
+    return order
+
+
+def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
+    """Yield (step, reference_model, in_backward_model) after each of `steps` training steps.
+
+    copies=2 applies two optimizers to every group, on both sides.
+    """
+    optimizer_cls = resolve(case.optimizer)
+    if needs_closure(optimizer_cls):
+        raise CannotApply(f"{optimizer_cls.__name__}.step requires a closure; an optimizer applied in backward steps without one")
+    with isolated():
+        model = make_model(case, tied)
+        reference, in_backward = deepcopy(model), deepcopy(model)
+        ref_groups = unique_params(groups_of(reference, case)) * copies
+        per_param = case.in_backward.per_parameter is not None
+        if per_param:
+            ref_opts = {id(p): [] for params, _ in ref_groups for p in params}
+            for params, kwargs in ref_groups:
+                for p in params:
+                    ref_opts[id(p)].append(optimizer_cls([p], **kwargs))
+            order = hook_order(reference)
+        else:
+            optimizers = [optimizer_cls(params, **kwargs) for params, kwargs in ref_groups]
+        for params, kwargs in groups_of(in_backward, case) * copies:
+            torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
+
+        inputs, loss_fn = make_data(case.data, case.device, batch=4)
+        for step in range(case.in_backward.steps):
+            seed_all(case.seed + 1 + step)
+            loss_fn(reference(inputs)).backward()
+            if per_param:
+                for p in order:
+                    for opt in ref_opts.get(id(p), []):
+                        opt.step()
+                order.clear()
+            else:
+                for opt in optimizers:
+                    opt.step()
+            reference.zero_grad(set_to_none=True)
+            seed_all(case.seed + 1 + step)
+            loss_fn(in_backward(inputs)).backward()
+            yield step, reference, in_backward

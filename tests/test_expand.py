@@ -1,0 +1,79 @@
+"""Expansion of specs into cases: ids, grid, schedulers, devices, isolation."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from helpers import cases_from, write_spec
+
+from pytest_optimtest.__main__ import main as cli
+from pytest_optimtest.spec.values import build_kwargs
+
+SPEC = """
+optimizer: torch.optim.Adam
+devices: [cpu, cuda]
+grid:
+  amsgrad: [false, true]
+  foreach: {values: [false, true], devices: [cuda]}
+cases:
+  - name: default
+  - name: tensor_lr
+    kwargs: {lr: {tensor: 0.01}, betas: [{tensor: 0.9}, {tensor: 0.99}], capturable: true}
+    devices: [cuda]
+    schedulers: true
+schedulers:
+  StepLR: {step_size: 1}
+  LambdaLR: {lr_lambda: {constant: 10}}
+kernel_counts:
+  "2.13":
+    cpu: 8
+    cuda: {"*": 8, "*-foreach-cuda": 2, adam-default-amsgrad-foreach-cuda: 3}
+"""
+
+
+def test_ids_cross_cases_grid_schedulers_and_devices(tmp_path):
+    ids = [c.id for c in cases_from(tmp_path, SPEC)]
+    assert ids[:6] == [
+        "adam-default-cpu", "adam-default-amsgrad-cpu",
+        "adam-default-cuda", "adam-default-foreach-cuda", "adam-default-amsgrad-cuda", "adam-default-amsgrad-foreach-cuda",
+    ]
+    assert "adam-tensor_lr-amsgrad-foreach-steplr-cuda" in ids and "adam-tensor_lr-lambdalr-cuda" in ids
+    assert not any(i.startswith("adam-tensor_lr") and i.endswith("-cpu") for i in ids)
+    assert len(ids) == len(set(ids)) == 6 + 4 * 2
+
+
+def test_ids_are_stable_across_loads(tmp_path):
+    assert [c.id for c in cases_from(tmp_path, SPEC)] == [c.id for c in cases_from(tmp_path, SPEC)]
+
+
+def test_kernel_expectations_exact_then_glob_then_star(tmp_path):
+    by_id = {c.id: c.kernels for c in cases_from(tmp_path, SPEC, version="2.13")}
+    assert by_id["adam-default-cpu"].count == 8
+    assert by_id["adam-default-foreach-cuda"].count == 2
+    assert by_id["adam-default-amsgrad-foreach-cuda"].count == 3
+    assert "spec.yaml:17 kernel_counts['2.13'].cpu['*']" in by_id["adam-default-cpu"].where
+    other = {c.id: c.kernels for c in cases_from(tmp_path, SPEC, version="9.9")}
+    assert other["adam-default-cpu"].count is None and "add kernel_counts['9.9'].cpu" in other["adam-default-cpu"].where
+
+
+def test_every_build_makes_fresh_tensors(tmp_path):
+    # PyTorch hands one tensor lr to all scheduler variants and the eager scheduler mutates it.
+    cases = [c for c in cases_from(tmp_path, SPEC) if c.scheduler]
+    a, b = (build_kwargs(c.kwargs, "cpu") for c in cases[:2])
+    assert a["lr"] is not b["lr"] and a["betas"][0] is not b["betas"][0]
+    a["lr"].fill_(123.0)
+    assert build_kwargs(cases[0].kwargs, "cpu")["lr"].item() == torch.tensor(0.01).item()
+    assert isinstance(a["betas"], tuple)
+
+
+def test_cli_schema_and_check(tmp_path, capsys):
+    assert cli(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert "optimizer" in schema["required"] and "kernel_counts" in schema["properties"]
+    good = write_spec(tmp_path, SPEC, "good.yaml")
+    bad = write_spec(tmp_path, "optimizer: torch.optim.Adamm\n", "bad.yaml")
+    assert cli(["check", str(good)]) == 0
+    assert cli(["check", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "ok: " in out and "bad.yaml:1: [optimizer]" in out

@@ -1,0 +1,77 @@
+"""In-backward checks on real torch: passing optimizers and planted faults."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import one_case
+
+from pytest_optimtest.checks import CHECKS, NotApplicable
+from pytest_optimtest.harness.run_cache import RunCache
+
+IN_BACKWARD = ["in_backward", "in_backward_tied", "in_backward_two_optimizers", "in_backward_no_hook"]
+
+
+def case_for(tmp_path, optimizer, kwargs="{lr: 0.1}", extra=""):
+    return one_case(tmp_path, f"optimizer: {optimizer}\nkwargs: {kwargs}\n{extra}\n")
+
+
+def run(check, case):
+    return CHECKS[check].run(case, RunCache())
+
+
+@pytest.mark.parametrize("check", IN_BACKWARD)
+@pytest.mark.parametrize("optimizer", ["torch.optim.SGD", "torch.optim.Adam", "torch.optim.RMSprop"])
+def test_stateful_optimizers_match_in_backward(tmp_path, optimizer, check):
+    assert run(check, case_for(tmp_path, optimizer, "{lr: 0.01}"))
+
+
+def test_seed_kwargs_for_weights_and_biases(tmp_path):
+    case = case_for(tmp_path, "torch.optim.SGD", extra="""data: ones  # the seed's sum loss: lr 1.0 would diverge on a squared loss
+in_backward:
+  groups:
+    - {params: ["*weight"], kwargs: {lr: 1.0}}
+    - {params: ["*bias"], kwargs: {lr: 0.5}}""")
+    assert "6 steps equal" in run("in_backward", case)
+
+
+def test_shared_count_across_instances_is_caught(tmp_path):
+    with pytest.raises(AssertionError, match=r"in-backward params differ from the reference after step 1"):
+        run("in_backward", case_for(tmp_path, "planted:SharedCountSGD"))
+
+
+def test_tied_weight_updated_twice_is_caught(tmp_path):
+    # Naming both aliases of the tied weight hands it to the in-backward optimizer twice.
+    case = case_for(tmp_path, "torch.optim.SGD", "{lr: 0.01}", extra="""in_backward:
+  groups:
+    - {params: ["0.weight", "1.weight"]}
+    - {params: ["*bias"]}""")
+    assert run("in_backward", case)  # untied, the two names are two params: fine
+    with pytest.raises(AssertionError, match=r"param\['0.weight'\]: .* differ"):
+        run("in_backward_tied", case)
+
+
+def test_random_optimizer_needs_per_parameter_reference(tmp_path):
+    with pytest.raises(AssertionError, match="differ from the reference"):
+        run("in_backward", case_for(tmp_path, "planted:NoisySGD", "{lr: 0.01}"))
+    case = case_for(tmp_path, "planted:NoisySGD", "{lr: 0.01}", extra="in_backward: {per_parameter: draws random numbers in step}")
+    assert "one optimizer per param in hook order, because draws random numbers in step" in run("in_backward", case)
+
+
+def test_closure_optimizers_are_not_applicable(tmp_path):
+    with pytest.raises(NotApplicable, match="requires a closure"):
+        run("in_backward", case_for(tmp_path, "planted:NeedsClosure"))
+
+
+def test_no_hook_keeps_params(tmp_path):
+    assert run("in_backward_no_hook", case_for(tmp_path, "torch.optim.Adam", "{lr: 0.01}")) == "unhooked params untouched, hooked params moved"
+
+
+def test_untieable_model_is_not_applicable(tmp_path):
+    case = case_for(tmp_path, "torch.optim.SGD", extra="in_backward: {tie: [[a.weight, b.weight]]}")
+    with pytest.raises(NotApplicable, match=r"no parameters named \['a.weight', 'b.weight'\]"):
+        run("in_backward_tied", case)
+
+
+def test_diverged_run_is_not_a_pass(tmp_path):
+    with pytest.raises(AssertionError, match=r"became NaN/inf at step \d: the run diverged"):
+        run("in_backward", case_for(tmp_path, "torch.optim.SGD", "{lr: 1.0}"))
