@@ -65,7 +65,7 @@ def bench_main_job(workers: int, cache_dir: str) -> dict[str, float]:
     wall = time.perf_counter() - start
     tail = proc.stdout.strip().splitlines()[-1]
     session = float(re.search(r" in ([\d.]+)s", tail).group(1))
-    inside = re.search(r"optimtest: (\d+) case runs, ([\d.]+)s inside torch", proc.stdout)
+    inside = re.search(r"optimtest: (\d+) compiled case runs; ([\d.]+)s inside checks", proc.stdout)
     return {"wall": wall, "session": session, "inside_torch": float(inside.group(2)) if inside else float("nan"),
             "result": tail.strip("= ")}
 
@@ -88,7 +88,7 @@ def main() -> None:
                            f"wall {r['wall']:.1f}s, session {r['session']:.1f}s [{r['result']}]"
                     if workers == 1:
                         overhead = r["session"] - r["inside_torch"]
-                        line += (f"; inside torch (model, compile, steps) {r['inside_torch']:.1f}s, "
+                        line += (f"; inside checks (model, compile, steps) {r['inside_torch']:.1f}s, "
                                  f"plugin overhead {overhead:.1f}s = {100 * overhead / r['session']:.1f}% of the session")
                     print(line, flush=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from .spec import Case, SpecError, expand, load_spec
 SPEC_SUFFIXES = (".yaml", ".yml")
 _RUNS = pytest.StashKey[RunCache]()
 _SPEC_ROOTS = pytest.StashKey[list]()
+_CHECK_SECONDS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,6 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
     roots = [Path(p).resolve() for p in config.getoption("optim_spec")] or [Path(p).resolve() for p in config.getini("optim_spec")]
     config.stash[_SPEC_ROOTS] = roots
     config.stash[_RUNS] = RunCache()
+    config.stash[_CHECK_SECONDS] = [0.0]
     if config.getoption("optim_spec") and config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --optim-spec specs/` runs the specs, not the testpaths.
         config.args[:] = [str(p) for p in config.getoption("optim_spec")]
@@ -121,10 +124,13 @@ class CheckItem(pytest.Item):
             pytest.skip(reason)
 
     def runtest(self) -> None:
+        start = time.perf_counter()
         try:
             self.summary = CHECKS[self.check].run(self.case, self.config.stash[_RUNS])
         except NotApplicable as exc:
             pytest.skip(str(exc))
+        finally:
+            self.config.stash[_CHECK_SECONDS][0] += time.perf_counter() - start
 
     def teardown(self) -> None:
         if self.check == self.case.checks[-1]:  # the case's runs are no longer needed
@@ -144,6 +150,7 @@ class CheckItem(pytest.Item):
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     runs = config.stash.get(_RUNS, None)
     if runs is not None and runs.cases_run:
+        seconds = config.stash[_CHECK_SECONDS][0]
         terminalreporter.write_line(
-            f"optimtest: {runs.cases_run} case runs, {runs.work_seconds:.1f}s inside torch (model, compile, steps)"
+            f"optimtest: {runs.cases_run} compiled case runs; {seconds:.1f}s inside checks (model, compile, steps)"
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,6 @@ class RunCache:
 
     def __init__(self) -> None:
         self._runs: dict[tuple[str, str], Any] = {}
-        self.work_seconds = 0.0  # time spent inside torch: model, compile, steps
         self.cases_run = 0
 
     def compiled(self, case: Case) -> CompiledRun:
@@ -25,13 +23,11 @@ class RunCache:
     def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.id)
         if key not in self._runs:
-            start = time.perf_counter()
             try:
                 self._runs[key] = make(case)
             except Exception as exc:  # replayed to every check of this case
                 self._runs[key] = exc
             finally:
-                self.work_seconds += time.perf_counter() - start
                 self.cases_run += 1
         result = self._runs[key]
         if isinstance(result, Exception):
