@@ -16,8 +16,19 @@ from .values import build_kwargs, resolve, value_problem
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
 
-def expand(spec: Spec, locator: Locator, check_names: list[str], torch_version: str) -> list[Case]:
-    """Every case of a spec, validated against the real optimizer and schedulers."""
+def expand(spec: Spec, locator: Locator, check_names: list[str] | None = None, torch_version: str | None = None) -> list[Case]:
+    """Every case of a spec, validated against the real optimizer and schedulers.
+
+    Defaults: every registered check, and the running torch's version.
+    """
+    if check_names is None:
+        from ..checks import CHECKS
+
+        check_names = list(CHECKS)
+    if torch_version is None:
+        from ..harness.torch_api import torch_version as running
+
+        torch_version = running()
     optimizer_cls = _resolve_optimizer(spec.optimizer, locator)
     _check_names(spec, locator, check_names)
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
