@@ -18,10 +18,9 @@ from .base import NotApplicable
 def _compare(case, tied: bool = False, copies: int = 1) -> tuple[torch.nn.Module, torch.nn.Module]:
     tol = case.tolerance
     try:
-        initial = None
+        with isolated():
+            initial = {n: p.detach().clone() for n, p in make_model(case, tied).named_parameters()}
         for step, reference, in_backward in run_in_backward(case, tied=tied, copies=copies):
-            if initial is None:
-                initial = {n: p.detach().clone() for n, p in make_model(case, tied).named_parameters()}
             ref = {n: p.detach() for n, p in reference.named_parameters()}
             got = {n: p.detach() for n, p in in_backward.named_parameters()}
             diverged = non_finite(ref)
