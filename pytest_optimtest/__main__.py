@@ -25,8 +25,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(paths: list[Path]) -> int:
-    from .checks import CHECKS
-    from .harness.torch_api import torch_version
     from .spec import SpecError, expand, load_spec
 
     files = [f for p in paths for f in (sorted(p.rglob("*.y*ml")) if p.is_dir() else [p])]
@@ -34,7 +32,7 @@ def _check(paths: list[Path]) -> int:
     for file in files:
         try:
             spec, locator = load_spec(file)
-            cases = expand(spec, locator, list(CHECKS), torch_version())
+            cases = expand(spec, locator)
         except SpecError as exc:
             failed += 1
             print(f"error: {exc}")

@@ -60,11 +60,9 @@ class SpecFile(pytest.File):
     """A spec: one child per case, or one error item when the spec is invalid."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from .harness.torch_api import torch_version
-
         try:
             spec, locator = load_spec(self.path)
-            cases = expand(spec, locator, list(CHECKS), torch_version())
+            cases = expand(spec, locator)
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=exc)
             return

@@ -71,10 +71,7 @@ def check_in_backward_no_hook(case, runs) -> str:
     """register_hook=False leaves params untouched by backward; the hooked twin moves."""
     optimizer_cls = resolve(case.optimizer)
     with isolated():
-        try:
-            model = make_model(case, tied=False)
-        except CannotApply as exc:
-            raise NotApplicable(f"{case.id}: {exc}") from None
+        model = make_model(case, tied=False)
         initial, hooked, unhooked = deepcopy(model), deepcopy(model), deepcopy(model)
         kwargs = build_kwargs(case.kwargs, case.device)
         torch_api.apply_optimizer_in_backward(optimizer_cls, list(hooked.parameters()), kwargs)

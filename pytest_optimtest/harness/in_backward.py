@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import inspect
 from copy import deepcopy
-from dataclasses import dataclass
 
 import torch
 
@@ -76,12 +75,6 @@ def unique_params(groups: Groups) -> Groups:
     return out
 
 
-@dataclass
-class StepDifference:
-    step: int
-    problems: list[str]
-
-
 def hook_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     """Record the order in which params' grads become ready during the next backward."""
     order: list[torch.nn.Parameter] = []
@@ -93,7 +86,7 @@ def hook_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
     """Yield (step, reference_model, in_backward_model) after each of `steps` training steps.
 
-    copies=2 applies two optimizers to every group, on both sides.
+    copies=2 applies two optimizers to every group, on both sides, each with its own kwargs.
     """
     optimizer_cls = resolve(case.optimizer)
     if needs_closure(optimizer_cls):
@@ -101,7 +94,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
     with isolated():
         model = make_model(case, tied)
         reference, in_backward = deepcopy(model), deepcopy(model)
-        ref_groups = unique_params(groups_of(reference, case)) * copies
+        ref_groups = [g for _ in range(copies) for g in unique_params(groups_of(reference, case))]
         per_param = case.in_backward.per_parameter is not None
         if per_param:
             ref_opts = {id(p): [] for params, _ in ref_groups for p in params}
@@ -111,7 +104,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
             order = hook_order(reference)
         else:
             optimizers = [optimizer_cls(params, **kwargs) for params, kwargs in ref_groups]
-        for params, kwargs in groups_of(in_backward, case) * copies:
+        for params, kwargs in [g for _ in range(copies) for g in groups_of(in_backward, case)]:
             torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
 
         inputs, loss_fn = make_data(case.data, case.device, batch=4)

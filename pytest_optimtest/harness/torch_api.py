@@ -7,6 +7,7 @@ torch._dynamo, torch._inductor or torch.distributed internals.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,6 +56,7 @@ def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
     return torch._inductor.config.patch(options)
 
 
+@functools.cache
 def _torch_optim_wrapper_codes() -> frozenset:
     from torch.optim.optimizer import Optimizer, _use_grad_for_differentiable
 
