@@ -18,7 +18,7 @@ def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 
 def cases_from(tmp_path: Path, text: str, version: str | None = None) -> list[Case]:
     spec, locator = load_spec(write_spec(tmp_path, text))
-    return expand(spec, locator, list(CHECKS), version or torch_version())
+    return expand(spec, locator, CHECKS, version or torch_version())
 
 
 def one_case(tmp_path: Path, text: str) -> Case:

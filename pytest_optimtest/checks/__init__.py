@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 from .base import Check, NotApplicable
+from .compile_time import check_compile_time
+from .cudagraphs import check_cudagraphs
 from .in_backward import check_in_backward, check_in_backward_no_hook, check_in_backward_tied, check_in_backward_two_optimizers
 from .kernel_count import check_kernel_count
+from .leak import check_no_leak
 from .parity import check_parity
+from .recompile import check_graph_breaks, check_recompile
+from .state_dict import check_state_dict
+from .step_properties import check_closure_graph_break, check_none_grads
 
 CHECKS: dict[str, Check] = {
     c.name: c
     for c in (
         Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes"),
-        Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's"),
-        Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping"),
-        Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params"),
-        Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param"),
-        Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched"),
+        Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure"),
+        Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation", "no_closure"),
+        Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain"),
+        Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary"),
+        Check("closure_graph_break", check_closure_graph_break, "step(closure) with a graph break matches eager", "primary"),
+        Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary"),
+        Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary"),
+        Check("compile_time", check_compile_time, "compile time of a 100-tensor foreach step, against a budget", "primary"),
+        Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",)),
+        Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain"),
+        Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain"),
+        Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param", "plain"),
+        Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain"),
     )
 }
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
+
+from ..spec.case import Variant
 
 
 class NotApplicable(Exception):
@@ -18,3 +21,19 @@ class Check:
     name: str
     run: Callable
     description: str
+    scope: Literal["all", "no_closure", "plain", "primary"] = "all"
+    devices: tuple[str, ...] | None = None
+
+    def applies_to(self, variant: Variant) -> bool:
+        """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no
+        scheduler: those variants would repeat it); primary (once per optimizer and device: the
+        first case's plain variant)."""
+        if self.devices is not None and variant.device not in self.devices:
+            return False
+        if self.scope == "no_closure":
+            return not variant.closure
+        if self.scope == "plain":
+            return variant.plain
+        if self.scope == "primary":
+            return variant.plain and variant.primary
+        return True

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from ..harness.compare import max_movement, non_finite, value_differences
+from ..harness.compare import listed, max_movement, non_finite, snapshot_differences
 from ..harness.compiled_run import CompiledRun
-
-MAX_LISTED = 8
 
 
 def check_parity(case, runs) -> str:
@@ -30,12 +28,8 @@ def assert_parity(run: CompiledRun) -> str:
             f"tolerances (need {case.min_movement:g}); a compiled step that did nothing would pass. "
             f"Raise lr or steps in {case.location}, or loosen min_movement."
         )
-    e, c = run.eager, run.compiled
-    problems = value_differences("param", e.params, c.params, tol)
-    problems += value_differences("state", e.state, c.state, tol)
-    problems += value_differences("param_groups", e.groups, c.groups, tol)
-    problems += value_differences("optimizer attribute", e.attrs, c.attrs, tol)
+    e = run.eager
+    problems = snapshot_differences(e, run.compiled, tol)
     if problems:
-        shown = problems[:MAX_LISTED] + ([f"... and {len(problems) - MAX_LISTED} more"] if len(problems) > MAX_LISTED else [])
-        raise AssertionError(f"{case.id}: compiled step differs from eager after {case.steps} steps:\n  " + "\n  ".join(shown))
+        raise AssertionError(f"{case.id}: compiled step differs from eager after {case.steps} steps:" + listed(problems))
     return f"{len(e.params)} params, {sum(len(s) for s in e.state.values())} state entries equal; moved {moved:.3g} tol"

@@ -77,3 +77,19 @@ def _short(value: Any) -> str:
         return f"tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
     text = repr(value)
     return text if len(text) < 80 else text[:77] + "..."
+
+
+def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance) -> list[str]:
+    """Every difference between two OptimizerSnapshots: params, state, param_groups, attributes."""
+    return (
+        value_differences("param", eager.params, compiled.params, tol)
+        + value_differences("state", eager.state, compiled.state, tol)
+        + value_differences("param_groups", eager.groups, compiled.groups, tol)
+        + value_differences("optimizer attribute", eager.attrs, compiled.attrs, tol)
+    )
+
+
+def listed(problems: list[str], limit: int = 8) -> str:
+    """Problems one a line, at most `limit` of them."""
+    shown = problems[:limit] + ([f"... and {len(problems) - limit} more"] if len(problems) > limit else [])
+    return "\n  " + "\n  ".join(shown)

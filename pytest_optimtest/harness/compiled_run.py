@@ -56,9 +56,9 @@ def _run(case: Case) -> CompiledRun:
 
     opt = optimizer_cls(model.parameters(), **build_kwargs(case.kwargs, case.device))
     opt_c = optimizer_cls(model_c.parameters(), **build_kwargs(case.kwargs, case.device))
-    closure = _closure(model, opt, inputs, loss_fn) if case.closure else None
-    step_c = _compiled_step(opt_c, _closure(model_c, opt_c, inputs, loss_fn) if case.closure else None, fullgraph=not case.closure)
-    schedulers = [_scheduler(case, o) for o in (opt, opt_c)] if case.scheduler else []
+    closure = make_closure(model, opt, inputs, loss_fn) if case.closure else None
+    step_c = compile_step(opt_c, make_closure(model_c, opt_c, inputs, loss_fn) if case.closure else None, fullgraph=not case.closure)
+    schedulers = [make_scheduler(case, o) for o in (opt, opt_c)] if case.scheduler else []
 
     initial = {n: p.detach().clone() for n, p in model.named_parameters()}
     run = CompiledRun(case, initial, None, None, 0, 0, [], 0.0)  # type: ignore[arg-type]
@@ -73,7 +73,7 @@ def _run(case: Case) -> CompiledRun:
             opt.step(closure) if closure else opt.step()
             run.eager_step_seconds.append(time.perf_counter() - start)
             for scheduler in schedulers:
-                _step_scheduler(scheduler)
+                step_scheduler(scheduler)
     run.compile_seconds = run.compiled_step_seconds[0]
     run.eager = snapshot(opt, names)
     run.compiled = snapshot(opt_c, names_c)
@@ -83,17 +83,22 @@ def _run(case: Case) -> CompiledRun:
     return run
 
 
-def _closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any):
+def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,
+                 graph_break: bool = False):
+    """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph)."""
     def closure() -> torch.Tensor:
         opt.zero_grad()
         loss = loss_fn(model(inputs))
+        if graph_break:
+            torch_api.graph_break()
         loss.backward()
         return loss
 
     return closure
 
 
-def _compiled_step(opt: torch.optim.Optimizer, closure: Any, fullgraph: bool):
+def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = True):
+    """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do."""
     step = torch_api.raw_step(opt)
     torch_api.mark_step_called(opt)
     if closure is None:
@@ -105,7 +110,7 @@ def _compiled_step(opt: torch.optim.Optimizer, closure: Any, fullgraph: bool):
     return torch.compile(fn, backend="inductor", fullgraph=fullgraph)
 
 
-def _scheduler(case: Case, opt: torch.optim.Optimizer) -> Any:
+def make_scheduler(case: Case, opt: torch.optim.Optimizer) -> Any:
     import torch.optim.lr_scheduler as lr_scheduler
 
     name = case.scheduler or ""
@@ -115,7 +120,7 @@ def _scheduler(case: Case, opt: torch.optim.Optimizer) -> Any:
     return scheduler
 
 
-def _step_scheduler(scheduler: Any) -> None:
+def step_scheduler(scheduler: Any) -> None:
     import torch.optim.lr_scheduler as lr_scheduler
 
     if isinstance(scheduler, lr_scheduler.ReduceLROnPlateau):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -15,3 +16,25 @@ def make_data(kind: str, device: str, batch: int = 10) -> tuple[torch.Tensor, Ca
     if kind == "ones":
         return torch.ones(batch, IN_FEATURES, device=device), lambda out: out.sum()
     return torch.randn(batch, IN_FEATURES, device=device), lambda out: out.pow(2).sum()
+
+
+def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
+    from ..spec.values import resolve
+    from .devices import seed_all
+
+    seed_all(case.seed)
+    model = resolve(case.model)(device=case.device)
+    inputs, loss_fn = make_data(case.data, case.device)
+    loss_fn(model(inputs)).backward()
+    return model, inputs, loss_fn
+
+
+def copy_with_grads(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy that keeps .grad (deepcopy drops it)."""
+    from copy import deepcopy
+
+    twin = deepcopy(model)
+    for p, q in zip(model.parameters(), twin.parameters()):
+        q.grad = None if p.grad is None else p.grad.detach().clone()
+    return twin

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..spec.case import Case
+from .compile_health import HealthRun, run_health
 from .compiled_run import CompiledRun, run_compiled
 
 
@@ -19,6 +20,10 @@ class RunCache:
     def compiled(self, case: Case) -> CompiledRun:
         """The eager + compiled run of `case` (parity, kernel_count)."""
         return self._get("compiled", case, run_compiled)
+
+    def health(self, case: Case) -> HealthRun:
+        """The compile-health run of `case` (recompile, graph_breaks)."""
+        return self._get("health", case, run_health)
 
     def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.id)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,9 +48,80 @@ def captured_graph_count() -> int:
 
 def graph_break_reasons() -> list[str]:
     """dynamo's reason for each distinct graph break since the last reset."""
+    return list(graph_break_counts())
+
+
+def graph_break_counts() -> Counter:
+    """dynamo's graph-break reasons since the last reset, with how often each broke a graph."""
     import torch._dynamo.utils
 
-    return list(torch._dynamo.utils.counters["graph_break"])
+    return Counter(torch._dynamo.utils.counters["graph_break"])
+
+
+def graph_break() -> None:
+    """Break the graph here when traced by dynamo; a no-op eagerly."""
+    import torch._dynamo
+
+    torch._dynamo.graph_break()
+
+
+_RECOMPILES_ARTIFACT = "recompiles"
+_RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
+
+
+@contextlib.contextmanager
+def recording_recompiles() -> Iterator[list[str]]:
+    """Collect dynamo's own message for every recompile inside the block.
+
+    Each message is dynamo's 'Recompiling function ... triggered by the following guard
+    failure(s)' text: which guard failed, on which value, at which source line. This is
+    what TORCH_LOGS=recompiles prints; we enable that artifact for the block only and keep
+    the messages off the user's terminal.
+    """
+    import torch._dynamo.guards  # noqa: F401  (registers the artifact logger)
+    from torch._logging._internal import log_state
+
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logger = logging.getLogger(_RECOMPILES_LOGGER)
+    was_enabled = log_state.is_artifact_enabled(_RECOMPILES_ARTIFACT)
+    level, propagate = logger.level, logger.propagate
+    handler = _Collect(logging.DEBUG)
+    log_state.enable_artifact(_RECOMPILES_ARTIFACT)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = was_enabled  # the user asked for these logs: let them through too
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+        if not was_enabled:
+            log_state.artifact_names.discard(_RECOMPILES_ARTIFACT)
+
+
+def fail_on_recompile() -> contextlib.AbstractContextManager:
+    """The public stance: any recompile inside raises, with dynamo's guard-failure reasons."""
+    return torch.compiler.set_stance("fail_on_recompile")
+
+
+def is_recompile_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the error the fail_on_recompile stance raises."""
+    return isinstance(exc, RuntimeError) and "stance is 'fail_on_recompile'" in str(exc)
+
+
+def cudagraph_tree_graph_ids(device_index: int = 0) -> int | None:
+    """The id the cudagraph tree manager would give its next graph (= graphs recorded), or
+    None when no tree manager exists on that device (cudagraphs never ran)."""
+    import torch._inductor.cudagraph_trees as trees
+
+    manager = trees.get_container(device_index).tree_manager
+    return None if manager is None else manager.new_graph_id().id
 
 
 def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
@@ -105,3 +179,13 @@ def in_backward_optimizers(module: torch.nn.Module) -> list:
 def optimizers_on_param(param: torch.Tensor) -> list:
     """The in-backward optimizers stored on a parameter."""
     return list(getattr(param, "_in_backward_optimizers", []))
+
+
+def guard_failures(recompile_message: str) -> list[str]:
+    """The guard-failure lines ('0/0: <guard>  # <source line>') of a dynamo recompile message,
+    without the user stack traces; the whole message when its format is not recognised."""
+    lines = [m.group(1).strip() for m in _GUARD_LINE.finditer(recompile_message)]
+    return lines or [recompile_message.strip()]
+
+
+_GUARD_LINE = re.compile(r"^\s*- (\d+/\d+: .*)$", re.MULTILINE)

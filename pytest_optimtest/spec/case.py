@@ -5,7 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import InBackwardSpec, Tolerance
+from .schema import InBackwardSpec, RecompileSpec, Tolerance
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Where a case sits in its spec's matrix: what decides which checks apply to it."""
+
+    device: str
+    closure: bool = False
+    scheduler: str | None = None
+    primary: bool = False  # the first case's first grid combination: once-per-optimizer checks
+
+    @property
+    def plain(self) -> bool:
+        return not self.closure and self.scheduler is None
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,6 +52,11 @@ class Case:
     in_backward: InBackwardSpec = InBackwardSpec()
     checks: tuple[str, ...] = ("parity", "kernel_count")
     kernels: KernelExpectation | None = None
+    recompile: RecompileSpec = RecompileSpec()
+    perturbation_kernels: tuple[KernelExpectation, ...] = ()
+    graph_breaks: int = 0
+    compile_budget_s: float | None = None
+    cudagraphs: bool = True
     skip: dict[str, str] = field(default_factory=dict)  # check -> reason
     xfail: dict[str, str] = field(default_factory=dict)
 

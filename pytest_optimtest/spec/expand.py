@@ -5,9 +5,10 @@ from __future__ import annotations
 import fnmatch
 import inspect
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
-from .case import Case, KernelExpectation
+from .case import Case, KernelExpectation, Variant
 from .errors import did_you_mean
 from .loader import Locator
 from .schema import CaseSpec, Spec
@@ -16,15 +17,17 @@ from .values import build_kwargs, resolve, value_problem
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
 
-def expand(spec: Spec, locator: Locator, check_names: list[str] | None = None, torch_version: str | None = None) -> list[Case]:
+def expand(spec: Spec, locator: Locator, checks: Mapping[str, Any] | None = None, torch_version: str | None = None) -> list[Case]:
     """Every case of a spec, validated against the real optimizer and schedulers.
 
-    Defaults: every registered check, and the running torch's version.
+    `checks` maps names to objects with `applies_to(Variant)`. Defaults: the registered
+    checks, and the running torch's version.
     """
-    if check_names is None:
+    if checks is None:
         from ..checks import CHECKS
 
-        check_names = list(CHECKS)
+        checks = CHECKS
+    check_names = list(checks)
     if torch_version is None:
         from ..harness.torch_api import torch_version as running
 
@@ -34,6 +37,12 @@ def expand(spec: Spec, locator: Locator, check_names: list[str] | None = None, t
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
     for name, kwargs in spec.schedulers.items():
         _check_values(kwargs, ("schedulers", name), locator)
+    for name in spec.recompile.schedulers:
+        if name not in schedulers:
+            raise locator.error(("recompile", "schedulers", name), f"unknown scheduler {name!r}{did_you_mean(name, schedulers)}; declare it under 'schedulers'")
+    for i, perturbation in enumerate(spec.recompile.perturbations):
+        _check_values(perturbation.add_param_group or {}, ("recompile", "perturbations", i, "add_param_group"), locator)
+        _check_values(perturbation.set_group or {}, ("recompile", "perturbations", i, "set_group"), locator)
     _check_values(spec.kwargs, ("kwargs",), locator)
     for i, group in enumerate(spec.in_backward.groups):
         _check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"), locator)
@@ -51,13 +60,14 @@ def expand(spec: Spec, locator: Locator, check_names: list[str] | None = None, t
         for device in entry.devices or spec.devices:
             if device not in spec.devices:
                 continue
-            for grid_values in _grid(spec, device):
+            for combo, grid_values in enumerate(_grid(spec, device)):
                 kwargs = {**spec.kwargs, **entry.kwargs, **grid_values}
                 _check_constructor(optimizer_cls, kwargs, spec, where, locator)
                 for scheduler in _scheduler_names(entry, schedulers):
                     for closure in entry.closure or spec.closure:
+                        variant = Variant(device, closure, scheduler, primary=index == 0 and combo == 0)
                         case = _make_case(spec, entry, locator, index, prefix, grid_values, kwargs,
-                                          scheduler, closure, device, torch_version)
+                                          variant, checks, torch_version)
                         if case.id in seen:
                             raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
                         seen[case.id] = index
@@ -66,8 +76,9 @@ def expand(spec: Spec, locator: Locator, check_names: list[str] | None = None, t
 
 
 def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix: str,
-               grid_values: dict[str, Any], kwargs: dict[str, Any], scheduler: str | None,
-               closure: bool, device: str, torch_version: str) -> Case:
+               grid_values: dict[str, Any], kwargs: dict[str, Any], variant: Variant,
+               checks: Mapping[str, Any], torch_version: str) -> Case:
+    device, closure, scheduler = variant.device, variant.closure, variant.scheduler
     parts = [prefix, entry.name, *(_id_part(k, v) for k, v in grid_values.items())]
     if scheduler:
         parts.append(scheduler.rpartition(":")[2].rpartition(".")[2].lower())
@@ -75,7 +86,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         parts.append("closure")
     parts.append(device)
     case_id = "-".join(p for p in parts if p)
-    checks = tuple(c for c in spec.checks if _applies(c, closure, scheduler))
+    applied = tuple(c for c in (spec.checks or checks) if checks[c].applies_to(variant))
     return Case(
         id=case_id,
         spec_path=locator.path,
@@ -94,21 +105,19 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         min_movement=spec.min_movement,
         fallback_random=spec.fallback_random,
         in_backward=spec.in_backward,
-        checks=checks,
-        kernels=_kernel_expectation(spec, locator, case_id, device, torch_version),
-        skip=_rule_reasons(spec.skip, case_id, device, checks),
-        xfail=_rule_reasons(spec.xfail, case_id, device, checks),
+        checks=applied,
+        kernels=_kernel_expectation(spec.kernel_counts, ("kernel_counts",), locator, case_id, device, torch_version),
+        recompile=spec.recompile,
+        perturbation_kernels=tuple(
+            _kernel_expectation(p.kernel_counts, ("recompile", "perturbations", i, "kernel_counts"), locator, case_id, device, torch_version)
+            for i, p in enumerate(spec.recompile.perturbations)
+        ),
+        graph_breaks=spec.graph_breaks,
+        compile_budget_s=spec.compile_budget_s,
+        cudagraphs=spec.cudagraphs,
+        skip=_rule_reasons(spec.skip, case_id, device, applied),
+        xfail=_rule_reasons(spec.xfail, case_id, device, applied),
     )
-
-
-def _applies(check: str, closure: bool, scheduler: str | None) -> bool:
-    """kernel_count needs a fullgraph compile (no closure); in-backward steps take no closure
-    and no scheduler, so scheduler and closure variants would repeat the plain case."""
-    if check == "kernel_count":
-        return not closure
-    if check.startswith("in_backward"):
-        return not closure and scheduler is None
-    return True
 
 
 def _id_part(key: str, value: Any) -> str:
@@ -141,15 +150,17 @@ def _rule_reasons(rules: list, case_id: str, device: str, checks: tuple[str, ...
     return reasons
 
 
-def _kernel_expectation(spec: Spec, locator: Locator, case_id: str, device: str, version: str) -> KernelExpectation:
-    table = spec.kernel_counts.get(version, {}).get(device, {})
+def _kernel_expectation(counts: dict, at: tuple, locator: Locator, case_id: str, device: str, version: str) -> KernelExpectation:
+    """The entry of a kernel table that applies: exact id, then globs in order, then '*'."""
+    table = counts.get(version, {}).get(device, {})
     exact = [p for p in table if p == case_id]
     globs = [p for p in table if p != "*" and p not in exact and fnmatch.fnmatchcase(case_id, p)]
+    name = ".".join(str(part) if isinstance(part, str) else f"[{part}]" for part in at).replace(".[", "[")
     for pattern in exact + globs + (["*"] if "*" in table else []):
-        line = locator.line(("kernel_counts", version, device, pattern)) or locator.line(("kernel_counts", version, device))
-        where = f"{locator.path}:{line} kernel_counts['{version}'].{device}['{pattern}']"
+        line = locator.line((*at, version, device, pattern)) or locator.line((*at, version, device))
+        where = f"{locator.path}:{line} {name}['{version}'].{device}['{pattern}']"
         return KernelExpectation(table[pattern], where, version)
-    return KernelExpectation(None, f"{locator.path}: add kernel_counts['{version}'].{device}", version)
+    return KernelExpectation(None, f"{locator.path}: add {name}['{version}'].{device}", version)
 
 
 def _resolve_optimizer(path: str, locator: Locator) -> type:
@@ -178,7 +189,7 @@ def _resolve_scheduler(name: str, locator: Locator) -> type:
 
 
 def _check_names(spec: Spec, locator: Locator, check_names: list[str]) -> None:
-    for i, name in enumerate(spec.checks):
+    for i, name in enumerate(spec.checks or []):
         if name not in check_names:
             raise locator.error(("checks", i), f"unknown check {name!r}{did_you_mean(name, check_names)}; known: {', '.join(check_names)}")
     for kind in ("skip", "xfail"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Device = Literal["cpu", "cuda", "mps"]
 NAME = r"^[a-z0-9][a-z0-9_]*$"
@@ -78,6 +78,79 @@ class InBackwardSpec(_Strict):
     )
 
 
+KernelTable = dict[str, dict[Device, dict[str, int]]]
+
+
+def _kernel_table(counts: Any) -> Any:
+    """Validate torch-version keys and expand the `device: N` shorthand to `device: {'*': N}`."""
+    if not isinstance(counts, dict):
+        return counts
+    for version, per_device in counts.items():
+        if not isinstance(version, str):
+            raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
+        if not TORCH_VERSION.match(version):
+            raise ValueError(f"kernel_counts keys are torch versions like '2.13', got {version!r}")
+        if isinstance(per_device, dict):
+            counts[version] = {d: {"*": n} if isinstance(n, int) else n for d, n in per_device.items()}
+    return counts
+
+
+PERTURBATIONS = ("set_lr", "replace_state", "clear_state", "add_param_group", "set_group")
+
+
+class Perturbation(_Strict):
+    """One change made to the optimizer between compiled steps, and the recompiles it must cause.
+
+    Exactly one of: set_lr (every group's lr becomes this Python float), replace_state (that
+    state tensor of the first param is replaced by an equal copy: proves a guard on identity),
+    clear_state, add_param_group (kwargs of a new group holding one new param), set_group
+    (hyperparameters written into every group, e.g. {maximize: true}).
+    """
+
+    set_lr: float | None = None
+    replace_state: str | None = None
+    clear_state: bool = False
+    add_param_group: dict[str, Any] | None = None
+    set_group: dict[str, Any] | None = None
+    recompiles: int = Field(1, ge=0, description="recompiles the next compiled step must make")
+    kernel_counts: KernelTable = Field({}, description="kernels that recompile generates, keyed as kernel_counts")
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Perturbation:
+        given = [k for k in PERTURBATIONS if getattr(self, k) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError(f"a perturbation takes exactly one of {', '.join(PERTURBATIONS)}; got {given or 'none'}")
+        return self
+
+    @property
+    def action(self) -> str:
+        return next(k for k in PERTURBATIONS if getattr(self, k) not in (None, False))
+
+    @field_validator("kernel_counts", mode="before")
+    @classmethod
+    def _counts_shorthand(cls, counts: Any) -> Any:
+        return _kernel_table(counts)
+
+
+class Warmup(_Strict):
+    """Steps before the steady state, and how many times they may compile the step."""
+
+    steps: int = Field(1, ge=1)
+    compiles: int = Field(1, ge=1, description="e.g. 2 for SGD with momentum: its buffer appears after step 1")
+
+
+class RecompileSpec(_Strict):
+    """What the recompile check expects of the compiled step."""
+
+    warmup: Warmup = Warmup()
+    steps: int = Field(4, ge=1, description="steady steps after warm-up; none may recompile")
+    perturbations: list[Perturbation] = Field([Perturbation(clear_state=True)], description="applied in order")
+    schedulers: dict[str, int] = Field(
+        {}, description="scheduler name -> recompiles its steps may cause over the steady steps (default 0)"
+    )
+    load_state_dict: int = Field(1, ge=0, description="recompiles a load_state_dict into the compiled optimizer may cause")
+
+
 class Spec(_Strict):
     """One optimizer's test matrix."""
 
@@ -105,13 +178,18 @@ class Spec(_Strict):
         10.0, gt=0, description="params must move this many tolerances, else the comparison is vacuous"
     )
     fallback_random: bool = Field(False, description="compile with inductor's fallback_random (RNG-drawing optimizers)")
-    kernel_counts: dict[str, dict[Device, dict[str, int]]] = Field(
+    kernel_counts: KernelTable = Field(
         {}, description="torch major.minor -> device -> {case-id glob or '*': generated kernel count}"
     )
+    recompile: RecompileSpec = RecompileSpec()
+    graph_breaks: int = Field(0, ge=0, description="graph breaks a compile without fullgraph may make")
+    compile_budget_s: float | None = Field(
+        None, gt=0, description="fail compile_time past this many seconds (default: report only)"
+    )
+    cudagraphs: bool = Field(True, description="run CUDA cases under inductor's cudagraphs, as PyTorch's tests")
     in_backward: InBackwardSpec = InBackwardSpec()
-    checks: list[str] = Field(
-        ["parity", "kernel_count", "in_backward", "in_backward_tied", "in_backward_two_optimizers", "in_backward_no_hook"],
-        description="checks to run; each applies to the cases it can say something about",
+    checks: list[str] | None = Field(
+        None, description="checks to run (default: every registered check); each applies to the cases it can say something about"
     )
     skip: list[Rule] = []
     xfail: list[Rule] = []
@@ -126,16 +204,7 @@ class Spec(_Strict):
     @field_validator("kernel_counts", mode="before")
     @classmethod
     def _counts_shorthand(cls, counts: Any) -> Any:
-        if not isinstance(counts, dict):
-            return counts
-        for version, per_device in counts.items():
-            if not isinstance(version, str):
-                raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
-            if not TORCH_VERSION.match(version):
-                raise ValueError(f"kernel_counts keys are torch versions like '2.13', got {version!r}")
-            if isinstance(per_device, dict):
-                counts[version] = {d: {"*": n} if isinstance(n, int) else n for d, n in per_device.items()}
-        return counts
+        return _kernel_table(counts)
 
 
 def json_schema() -> dict[str, Any]:

@@ -1,0 +1,42 @@
+"""Compile time of a foreach step over many small tensors, against the spec's budget."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import torch
+
+from ..harness import torch_api
+from ..harness.compiled_run import compile_step
+from ..harness.twins import isolated_case
+from ..spec.values import build_kwargs, resolve
+
+TENSORS = 100
+SHAPE = (2, 2)
+
+
+def check_compile_time(case, runs) -> str:
+    """PyTorch's compile-time smoke test, for the spec's optimizer: the first compiled step over
+    100 small params (foreach where the optimizer takes it). Reported; fails only past
+    `compile_budget_s`."""
+    with isolated_case(case):
+        cls = resolve(case.optimizer)
+        kwargs = build_kwargs(case.kwargs, case.device)
+        if "foreach" in inspect.signature(cls.__init__).parameters:
+            kwargs["foreach"] = True
+        params = [torch.nn.Parameter(torch.ones(SHAPE, device=case.device)) for _ in range(TENSORS)]
+        for p in params:
+            p.grad = torch.ones_like(p)
+        step = compile_step(cls(params, **kwargs), fullgraph=False)
+        start = time.perf_counter()
+        with torch.no_grad():
+            step()
+        seconds = time.perf_counter() - start
+        if torch_api.captured_graph_count() == 0:
+            raise AssertionError(f"{case.id}: not compiled: no graph captured, so no compile time was measured")
+    foreach = " foreach" if kwargs.get("foreach") else ""
+    measured = f"first{foreach} step over {TENSORS} tensors of {SHAPE} compiled in {seconds:.1f}s"
+    if case.compile_budget_s is not None and seconds > case.compile_budget_s:
+        raise AssertionError(f"{case.id}: {measured}, over the budget of {case.compile_budget_s:g}s (compile_budget_s in {case.spec_path})")
+    return measured + (f" (budget {case.compile_budget_s:g}s)" if case.compile_budget_s is not None else " (no budget set)")

@@ -1,0 +1,87 @@
+"""Recompilation guards and graph breaks of the compiled step, with dynamo's own reasons."""
+
+from __future__ import annotations
+
+from ..harness import torch_api
+from ..harness.compile_health import HealthRun, StepCompiles
+from ..spec.schema import Perturbation
+
+
+def check_recompile(case, runs) -> str:
+    """Warm-up compiles at most as declared; steady steps do not recompile (or, with a scheduler,
+    exactly as declared); each perturbation recompiles exactly as declared, then settles."""
+    run = runs.health(case)
+    _require_compiled(run)
+    spec, problems = case.recompile, []
+    if run.warmup_compiles > spec.warmup.compiles:
+        problems.append(
+            f"warm-up ({spec.warmup.steps} steps) compiled the step {run.warmup_compiles} times, the spec allows "
+            f"{spec.warmup.compiles} (recompile.warmup in {case.spec_path}):" + _reasons(run.warmup)
+        )
+    if run.steady_failure:
+        number, message = run.steady_failure
+        problems.append(f"step {number} recompiled in the steady state (after warm-up):\n    - "
+                        + "\n    - ".join(torch_api.guard_failures(message)))
+    elif case.scheduler:
+        allowed = spec.schedulers.get(case.scheduler, 0)
+        observed = sum(len(s.recompiles) for s in run.steady)
+        if observed != allowed:
+            problems.append(f"stepping {case.scheduler} between {spec.steps} compiled steps caused {observed} recompiles, "
+                            f"the spec declares {allowed} (recompile.schedulers):" + _reasons(run.steady))
+    for i, (outcome, kernels) in enumerate(zip(run.perturbations, case.perturbation_kernels)):
+        problems += _perturbation_problems(i, outcome.perturbation, outcome.step, outcome.settle_failure, kernels)
+    if problems:
+        raise AssertionError(f"{case.id}: " + "\n".join(problems))
+    return _summary(run)
+
+
+def check_graph_breaks(case, runs) -> str:
+    """A compile without fullgraph breaks the graph exactly as often as the spec declares (default 0)."""
+    run = runs.health(case)
+    _require_compiled(run)
+    observed = sum(run.graph_breaks.values())
+    if observed != case.graph_breaks:
+        listed = "\n    - ".join(f"{reason} (x{count})" for reason, count in run.graph_breaks.items()) or "none"
+        raise AssertionError(
+            f"{case.id}: {observed} graph breaks compiling the step, the spec declares {case.graph_breaks} "
+            f"(graph_breaks in {case.spec_path}); dynamo's reasons:\n    - {listed}"
+        )
+    return f"{observed} graph breaks"
+
+
+def _require_compiled(run: HealthRun) -> None:
+    if run.graph_count == 0:
+        raise AssertionError(f"{run.case.id}: not compiled: torch.compile captured no graph, so there is nothing to recompile")
+
+
+def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCompiles, settle: str | None, kernels) -> list[str]:
+    what = f"perturbation {index} ({perturbation.action}: {getattr(perturbation, perturbation.action)})"
+    problems = []
+    observed = len(step.recompiles)
+    if observed != perturbation.recompiles:
+        if observed == 0:
+            problems.append(f"{what} caused no recompile, expected {perturbation.recompiles}: the compiled step "
+                            "has no guard on what changed, so it may keep running with the old value")
+        else:
+            problems.append(f"{what} caused {observed} recompiles, expected {perturbation.recompiles}:" + _reasons([step]))
+    if settle:
+        problems.append(f"{what}: the step after it recompiled again:\n    - " + "\n    - ".join(torch_api.guard_failures(settle)))
+    if kernels.count is not None and observed and step.kernels != kernels.count:
+        problems.append(f"{what}: its recompile generated {step.kernels} kernels, expected {kernels.count}; "
+                        f"if intended, set {kernels.where} to {step.kernels}")
+    return problems
+
+
+def _reasons(steps: list[StepCompiles]) -> str:
+    reasons = [r for s in steps for message in s.recompiles for r in torch_api.guard_failures(message)]
+    return "".join(f"\n    - {r}" for r in reasons) or " (dynamo gave no recompile reason)"
+
+
+def _summary(run: HealthRun) -> str:
+    steady = sum(len(s.recompiles) for s in run.steady)
+    parts = [f"warm-up {run.warmup_compiles} compile(s)", f"{len(run.steady)} steady steps, {steady} recompile(s)"]
+    for outcome, kernels in zip(run.perturbations, run.case.perturbation_kernels):
+        declared = "as declared" if kernels.count is not None else "no expectation"
+        parts.append(f"{outcome.perturbation.action}: {len(outcome.step.recompiles)} recompile(s), "
+                     f"{outcome.step.kernels} kernels ({declared})")
+    return "; ".join(parts)

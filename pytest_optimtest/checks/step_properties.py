@@ -1,0 +1,80 @@
+"""Compiled-step parity in the situations PyTorch's compiled-optimizer tests single out:
+params whose grads are None on some steps, and a closure that breaks the graph."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from ..harness import torch_api
+from ..harness.compare import listed, max_movement, non_finite, snapshot_differences
+from ..harness.compiled_run import make_closure
+from ..harness.twins import Twins, isolated_case, make_twins
+from .base import NotApplicable
+
+# Which params have grad None at each iteration (indices into the model's params; -1 = last):
+# all present, the first missing, all present, all missing (PyTorch's test), the last missing.
+NONE_GRAD_PATTERN = ((), (0,), (), "all", (-1,), ())
+
+
+def check_none_grads(case, runs) -> str:
+    """Compiled and eager match after every step, state step counters included, when some
+    params have grad None on some iterations (dynamo must guard on which grads exist)."""
+    with isolated_case(case):
+        twins = make_twins(case)
+        initial = twins.initial()
+        step = twins.compile()
+        grads = [p.grad.detach().clone() for p in twins.eager_model.parameters()]
+        names = [n for n, _ in twins.eager_model.named_parameters()]
+        for i, pattern in enumerate(NONE_GRAD_PATTERN):
+            missing = set(range(len(grads))) if pattern == "all" else {j % len(grads) for j in pattern}
+            for model in (twins.eager_model, twins.compiled_model):
+                for j, p in enumerate(model.parameters()):
+                    p.grad = None if j in missing else grads[j].clone()
+            with torch.no_grad():
+                step()
+                twins.eager_opt.step()
+            problems = snapshot_differences(*twins.snapshots(), case.tolerance)
+            if problems:
+                raise AssertionError(
+                    f"{case.id}: compiled differs from eager after iteration {i + 1} of {len(NONE_GRAD_PATTERN)}, "
+                    f"where grads were None for {sorted(names[j] for j in missing) or 'no param'}:" + listed(problems)
+                )
+        _require_meaningful(case, twins, initial)
+    return f"{len(NONE_GRAD_PATTERN)} iterations with None grads equal eager"
+
+
+def check_closure_graph_break(case, runs) -> str:
+    """`step(closure)` compiled, with a graph break inside the closure, matches eager."""
+    with isolated_case(case):
+        twins = make_twins(case)
+        if "closure" not in inspect.signature(torch_api.raw_step(twins.compiled_opt)).parameters:
+            raise NotApplicable(f"{case.id}: {case.optimizer}.step takes no closure")
+        initial = twins.initial()
+        eager_closure = make_closure(twins.eager_model, twins.eager_opt, twins.inputs, twins.loss_fn)
+        step = twins.compile(make_closure(twins.compiled_model, twins.compiled_opt, twins.inputs, twins.loss_fn, graph_break=True))
+        for _ in range(case.steps):
+            with torch.no_grad():  # as PyTorch's tests: the step's own enable_grad runs the closure
+                step()
+            twins.eager_opt.step(eager_closure)
+        breaks = torch_api.graph_break_counts()
+        if not breaks:
+            raise AssertionError(f"{case.id}: the closure's graph break never reached dynamo: nothing was tested")
+        problems = snapshot_differences(*twins.snapshots(), case.tolerance)
+        if problems:
+            raise AssertionError(f"{case.id}: compiled step(closure) with a graph break differs from eager after {case.steps} steps:" + listed(problems))
+        _require_meaningful(case, twins, initial)
+    return f"{case.steps} steps equal; graph breaks: {sum(breaks.values())}"
+
+
+def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor]) -> None:
+    if torch_api.captured_graph_count() == 0:
+        raise AssertionError(f"{case.id}: not compiled: torch.compile captured no graph, so matching eager proves nothing")
+    params = {n: p.detach() for n, p in twins.eager_model.named_parameters()}
+    diverged = non_finite(params)
+    if diverged:
+        raise AssertionError(f"{case.id}: eager params {diverged} became NaN/inf: the run diverged; lower lr")
+    moved = max_movement(initial, params, case.tolerance)
+    if moved < case.min_movement:
+        raise AssertionError(f"{case.id}: vacuous comparison: params moved at most {moved:.3g} tolerances")

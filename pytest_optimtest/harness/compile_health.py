@@ -1,0 +1,137 @@
+"""The compile-health run of a case: warm-up, steady steps and perturbations of one compiled
+optimizer, recording per step the graphs, kernels and recompiles (with dynamo's reasons)."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ..spec.case import Case
+from ..spec.schema import Perturbation
+from ..spec.values import build_kwargs, resolve
+from . import torch_api
+from .compiled_run import compile_step, make_scheduler, step_scheduler
+from .isolation import isolated
+from .models import model_with_grads
+
+
+@dataclass
+class StepCompiles:
+    """What one compiled step cost in compilation."""
+
+    graphs: int
+    kernels: int
+    recompiles: list[str]  # dynamo's message for each recompile during the step
+
+
+@dataclass
+class PerturbationOutcome:
+    perturbation: Perturbation
+    step: StepCompiles
+    settle_failure: str | None  # dynamo's message when the step after it recompiled too
+
+
+@dataclass
+class HealthRun:
+    case: Case
+    warmup: list[StepCompiles] = field(default_factory=list)
+    steady: list[StepCompiles] = field(default_factory=list)
+    steady_failure: tuple[int, str] | None = None  # (step number, fail_on_recompile message)
+    perturbations: list[PerturbationOutcome] = field(default_factory=list)
+    graph_breaks: Counter = field(default_factory=Counter)  # reason -> count, over the warm-up
+    graph_count: int = 0
+
+    @property
+    def warmup_compiles(self) -> int:
+        return 1 + sum(len(s.recompiles) for s in self.warmup)
+
+
+class PerturbationError(AssertionError):
+    """The spec asks for a perturbation this optimizer's state cannot take."""
+
+
+def run_health(case: Case) -> HealthRun:
+    """Compile the step without fullgraph (graph breaks are counted, not fatal) and watch it recompile."""
+    options = {"fallback_random": True} if case.fallback_random else {}
+    with isolated(**options), warnings.catch_warnings(), torch_api.recording_recompiles() as log:
+        warnings.simplefilter("ignore", UserWarning)
+        return _run(case, log)
+
+
+def _run(case: Case, log: list[str]) -> HealthRun:
+    model, _, _ = model_with_grads(case)
+    opt = resolve(case.optimizer)(model.parameters(), **build_kwargs(case.kwargs, case.device))
+    step = compile_step(opt, fullgraph=False)
+    schedulers = [make_scheduler(case, opt)] if case.scheduler else []
+    spec = case.recompile
+    run = HealthRun(case)
+
+    def counted() -> StepCompiles:
+        graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
+        step()
+        for scheduler in schedulers:
+            step_scheduler(scheduler)
+        return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
+
+    with torch.no_grad():
+        run.warmup = [counted() for _ in range(spec.warmup.steps)]
+        run.graph_breaks = torch_api.graph_break_counts()
+        allowed = spec.schedulers.get(case.scheduler, 0) if case.scheduler else 0
+        for i in range(spec.steps):
+            if allowed:
+                run.steady.append(counted())
+                continue
+            failure = _failure_on_recompile(counted)
+            if isinstance(failure, str):
+                run.steady_failure = (spec.warmup.steps + i + 1, failure)
+                break
+            run.steady.append(failure)
+        if case.scheduler is None and run.steady_failure is None:
+            for perturbation in spec.perturbations:
+                apply_perturbation(perturbation, opt, case.device)
+                outcome = counted()
+                settle = _failure_on_recompile(counted)
+                run.perturbations.append(PerturbationOutcome(perturbation, outcome, settle if isinstance(settle, str) else None))
+    run.graph_count = torch_api.captured_graph_count()
+    return run
+
+
+def _failure_on_recompile(counted: Callable[[], StepCompiles]) -> StepCompiles | str:
+    """Run one step under the fail_on_recompile stance: its record, or dynamo's message."""
+    try:
+        with torch_api.fail_on_recompile():
+            return counted()
+    except RuntimeError as exc:
+        if torch_api.is_recompile_failure(exc):
+            return str(exc)
+        raise
+
+
+def apply_perturbation(perturbation: Perturbation, opt: torch.optim.Optimizer, device: str) -> None:
+    """Make the change a perturbation describes, in place, as user code would between steps."""
+    action = perturbation.action
+    if action == "set_lr":
+        for group in opt.param_groups:
+            group["lr"] = float(perturbation.set_lr)  # type: ignore[arg-type]
+    elif action == "replace_state":
+        key = perturbation.replace_state
+        holder = next((s for s in opt.state.values() if isinstance(s, dict) and key in s), None)
+        if holder is None or not isinstance(holder[key], torch.Tensor):
+            keys = sorted({k for s in opt.state.values() if isinstance(s, dict) for k in s})
+            raise PerturbationError(f"replace_state: no state tensor {key!r}; this optimizer's state keys: {keys}")
+        holder[key] = holder[key].clone()  # equal values, new storage: only an identity guard notices
+    elif action == "clear_state":
+        opt.state.clear()
+    elif action == "add_param_group":
+        first = opt.param_groups[0]["params"][0]
+        param = torch.nn.Parameter(torch.randn_like(first))
+        param.grad = torch.randn_like(first)
+        opt.add_param_group({"params": [param], **build_kwargs(perturbation.add_param_group or {}, device)})
+    elif action == "set_group":
+        values = build_kwargs(perturbation.set_group or {}, device)
+        for group in opt.param_groups:
+            group.update(values)

@@ -1,0 +1,60 @@
+"""An eager optimizer and a compiled twin over identical models: the setup of the
+once-per-optimizer checks (None grads, closure graph break, state_dict round trip)."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..spec.case import Case
+from ..spec.values import build_kwargs, resolve
+from .compiled_run import compile_step
+from .isolation import isolated
+from .models import copy_with_grads, model_with_grads
+from .snapshot import OptimizerSnapshot, snapshot
+
+
+@dataclass
+class Twins:
+    eager_model: torch.nn.Module
+    eager_opt: torch.optim.Optimizer
+    compiled_model: torch.nn.Module
+    compiled_opt: torch.optim.Optimizer
+    inputs: torch.Tensor
+    loss_fn: Callable[[torch.Tensor], torch.Tensor]
+
+    def initial(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in self.eager_model.named_parameters()}
+
+    def snapshots(self) -> tuple[OptimizerSnapshot, OptimizerSnapshot]:
+        """(eager, compiled) snapshots, params named as in the model."""
+        return (
+            snapshot(self.eager_opt, {p: n for n, p in self.eager_model.named_parameters()}),
+            snapshot(self.compiled_opt, {p: n for n, p in self.compiled_model.named_parameters()}),
+        )
+
+    def compile(self, closure: Any = None, fullgraph: bool = False) -> Callable[[], None]:
+        return compile_step(self.compiled_opt, closure, fullgraph)
+
+
+def make_twins(case: Case) -> Twins:
+    """Two identical models with grads, each with the case's optimizer."""
+    model, inputs, loss_fn = model_with_grads(case)
+    twin = copy_with_grads(model)
+    cls = resolve(case.optimizer)
+    return Twins(model, cls(model.parameters(), **build_kwargs(case.kwargs, case.device)),
+                 twin, cls(twin.parameters(), **build_kwargs(case.kwargs, case.device)), inputs, loss_fn)
+
+
+@contextlib.contextmanager
+def isolated_case(case: Case) -> Iterator[None]:
+    """`isolated()` with the case's inductor options and torch's UserWarnings silenced."""
+    options = {"fallback_random": True} if case.fallback_random else {}
+    with isolated(**options), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
