@@ -86,3 +86,42 @@ class NeedsClosure(PlainSGD):
 
     def step(self, closure):
         return super().step(closure)
+
+
+class FloatScheduleSGD(PlainSGD):
+    """Decays its step size with a Python float in its param group, rewritten every step (the
+    shape of OneCycleLR writing float betas): dynamo guards on param-group values, so every
+    step recompiles."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            group["scale"] = 1.0
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["scale"] *= 0.9
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] * group["scale"])
+
+
+class ItemClipSGD(PlainSGD):
+    """Clips by the gradient norm read back with .item(): a graph break inside step."""
+
+    def _update(self) -> None:
+        grads = [p.grad for g in self.param_groups for p in g["params"]]
+        norm = torch.stack([g.norm() for g in grads]).norm().item()
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] / max(1.0, norm))
+
+
+KEPT_PARAMS: list = []  # the planted leak: a module-level list the optimizer appends to
+
+
+class GlobalRefSGD(PlainSGD):
+    """Remembers every param it was given in a module-level list."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        KEPT_PARAMS.extend(p for g in self.param_groups for p in g["params"])

@@ -12,4 +12,6 @@ def test_tutorial_spec_passes(pytester):
     for name in ("lion.py", "lion.yaml"):
         shutil.copy(LION / name, pytester.path / name)
     result = pytester.runpytest_subprocess("--optim-spec", "lion.yaml", "--optim-device", "cpu", "-k", "not closure")
-    result.assert_outcomes(passed=4 * 2 + 2 * 4)  # 4 plain cases x (parity, kernel_count) + 2 x 4 in-backward checks
+    # 4 cases x (parity, kernel_count, recompile); 2 plain cases x (graph_breaks + 4 in-backward checks);
+    # the first case's once-per-optimizer checks (closure_graph_break is deselected by -k; no_leak is xfailed)
+    result.assert_outcomes(passed=4 * 3 + 2 * 5 + 3, xfailed=1)

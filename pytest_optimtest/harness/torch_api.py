@@ -58,6 +58,13 @@ def graph_break_counts() -> Counter:
     return Counter(torch._dynamo.utils.counters["graph_break"])
 
 
+def graph_break_summary(reason: str) -> str:
+    """The first line of a dynamo graph-break reason and its hint, without the debug context."""
+    lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
+    hints = [line for line in lines[1:] if line.startswith("Hint:")]
+    return " ".join(lines[:1] + hints)
+
+
 def graph_break() -> None:
     """Break the graph here when traced by dynamo; a no-op eagerly."""
     import torch._dynamo

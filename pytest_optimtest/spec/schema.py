@@ -182,7 +182,7 @@ class Spec(_Strict):
         {}, description="torch major.minor -> device -> {case-id glob or '*': generated kernel count}"
     )
     recompile: RecompileSpec = RecompileSpec()
-    graph_breaks: int = Field(0, ge=0, description="graph breaks a compile without fullgraph may make")
+    graph_breaks: int = Field(0, ge=0, description="distinct graph-break reasons a compile without fullgraph must show")
     compile_budget_s: float | None = Field(
         None, gt=0, description="fail compile_time past this many seconds (default: report only)"
     )
