@@ -1,0 +1,213 @@
+"""Recompile, graph-break and the once-per-optimizer compile checks, on real torch.compile runs."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import cases_from, one_case
+
+from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.torch_api import torch_version
+
+
+def run(check, case):
+    return CHECKS[check].run(case, RunCache())
+
+
+def failure(check, case) -> str:
+    with pytest.raises(AssertionError) as info:
+        run(check, case)
+    return str(info.value)
+
+
+def spec(optimizer="torch.optim.SGD", kwargs="{lr: 0.1}", extra=""):
+    return f"optimizer: {optimizer}\nkwargs: {kwargs}\n{extra}\n"
+
+
+def test_lr_change_recompiles_once_with_declared_kernels(tmp_path):
+    case = one_case(tmp_path, spec(extra=f"""
+recompile:
+  perturbations:
+    - set_lr: 0.02
+      kernel_counts: {{"{torch_version()}": {{cpu: 4}}}}
+"""))
+    assert "set_lr: 1 recompile(s), 4 kernels (as declared)" in run("recompile", case)
+
+
+def test_wrong_recompile_count_lists_dynamos_reason(tmp_path):
+    case = one_case(tmp_path, spec(extra="recompile:\n  perturbations:\n    - {set_lr: 0.02, recompiles: 0}\n"))
+    message = failure("recompile", case)
+    assert "perturbation 0 (set_lr: 0.02) caused 1 recompiles, expected 0" in message
+    assert "param_groups[0]['lr'] == 0.1" in message  # dynamo's failed guard, with the old value
+
+
+def test_wrong_recompile_kernel_count_names_the_entry(tmp_path):
+    case = one_case(tmp_path, spec(extra=f"""
+recompile:
+  perturbations:
+    - set_lr: 0.02
+      kernel_counts: {{"{torch_version()}": {{cpu: 99}}}}
+"""))
+    message = failure("recompile", case)
+    assert "generated 4 kernels, expected 99" in message
+    assert f"recompile.perturbations[0].kernel_counts['{torch_version()}'].cpu['*']" in message
+
+
+def test_replacing_a_state_tensor_recompiles_on_its_identity(tmp_path):
+    case = one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}", "recompile:\n  perturbations:\n    - replace_state: exp_avg\n"))
+    assert "replace_state: 1 recompile(s)" in run("recompile", case)
+
+
+def test_unknown_state_key_is_reported_with_the_keys_there_are(tmp_path):
+    case = one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}", "recompile:\n  perturbations:\n    - replace_state: exp_avgg\n"))
+    message = failure("recompile", case)
+    assert "no state tensor 'exp_avgg'" in message and "'exp_avg'" in message and "'exp_avg_sq'" in message
+
+
+@pytest.mark.parametrize("perturbation", ["clear_state: true", "add_param_group: {lr: 0.05}", "set_group: {maximize: true}"])
+def test_other_perturbations_recompile(tmp_path, perturbation):
+    case = one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}", f"recompile:\n  perturbations:\n    - {perturbation}\n"))
+    assert "1 recompile(s)" in run("recompile", case)
+
+
+def test_a_perturbation_nothing_guards_is_reported(tmp_path):
+    case = one_case(tmp_path, spec("planted:PlainSGD", extra="recompile:\n  perturbations:\n    - clear_state: true\n"))
+    assert "caused no recompile, expected 1" in failure("recompile", case)
+
+
+def test_momentum_buffer_needs_a_declared_warmup(tmp_path):
+    base = spec(kwargs="{lr: 0.1, momentum: 0.9}", extra="recompile:\n  perturbations: [{set_lr: 0.02}]\n")
+    message = failure("recompile", one_case(tmp_path, base))
+    assert "step 2 recompiled in the steady state" in message and "len(step.__self__.state" in message
+    declared = base.replace("recompile:\n", "recompile:\n  warmup: {steps: 2, compiles: 2}\n")
+    assert "warm-up 2 compile(s)" in run("recompile", one_case(tmp_path, declared))
+    too_strict = base.replace("recompile:\n", "recompile:\n  warmup: {steps: 2, compiles: 1}\n")
+    message = failure("recompile", one_case(tmp_path, too_strict))
+    assert "warm-up (2 steps) compiled the step 2 times, the spec allows 1" in message and "len(step.__self__.state" in message
+
+
+def test_planted_float_rewritten_every_step_fails_the_steady_state(tmp_path):
+    message = failure("recompile", one_case(tmp_path, spec("planted:FloatScheduleSGD")))
+    assert "step 2 recompiled in the steady state" in message
+    assert "planted.py" in message and 'group["scale"]' in message  # dynamo's guard names the line
+
+
+SCHEDULED = """
+optimizer: torch.optim.Adam
+kwargs: {{lr: {{tensor: 0.01}}}}
+cases: [{{name: tensor_lr, schedulers: true}}]
+schedulers:
+  OneCycleLR: {{max_lr: 0.02, steps_per_epoch: 1, epochs: 20, cycle_momentum: {cycle}}}
+recompile:
+  schedulers: {{{declared}}}
+"""
+
+
+def test_scheduler_steps_between_compiled_steps_do_not_recompile(tmp_path):
+    case = one_case(tmp_path, SCHEDULED.format(cycle="false", declared=""))
+    assert case.id == "adam-tensor_lr-onecyclelr-cpu"
+    assert "4 steady steps, 0 recompile(s)" in run("recompile", case)
+
+
+def test_scheduler_writing_float_betas_recompiles_with_reason(tmp_path):
+    """The reported OneCycleLR problem: cycling momentum writes Adam's betas as new floats."""
+    message = failure("recompile", one_case(tmp_path, SCHEDULED.format(cycle="true", declared="")))
+    assert "step 2 recompiled in the steady state" in message and "param_groups[0]['betas'][0] ==" in message
+
+
+def test_declared_scheduler_recompiles_must_match_exactly(tmp_path):
+    message = failure("recompile", one_case(tmp_path, SCHEDULED.format(cycle="true", declared="OneCycleLR: 1")))
+    assert "stepping OneCycleLR between 4 compiled steps caused 4 recompiles, the spec declares 1" in message
+    assert message.count("['betas'][0] ==") >= 4  # every recompile's guard failure is listed
+    assert "4 recompile(s)" in run("recompile", one_case(tmp_path, SCHEDULED.format(cycle="true", declared="OneCycleLR: 4")))
+
+
+def test_graph_break_in_step_fails_with_dynamos_reason(tmp_path):
+    message = failure("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD")))
+    assert "1 graph breaks compiling the step, the spec declares 0" in message and "Tensor.item()" in message
+    assert run("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD", extra="graph_breaks: 1"))) == "1 graph breaks"
+
+
+def test_torch_optim_step_has_no_graph_break(tmp_path):
+    assert run("graph_breaks", one_case(tmp_path, spec("torch.optim.Adam"))) == "0 graph breaks"
+
+
+def test_nothing_compiled_is_not_a_pass(tmp_path):
+    case = one_case(tmp_path, spec("planted:NeverCompiled"))
+    assert "not compiled" in failure("recompile", case)
+    assert "torch.compiler.disable" in failure("graph_breaks", case)  # dynamo says why it did not trace
+
+
+def test_none_grads_match_eager_step_counters_included(tmp_path):
+    assert "6 iterations" in run("none_grads", one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}")))
+
+
+def test_none_grads_names_the_iteration_that_differs(tmp_path):
+    message = failure("none_grads", one_case(tmp_path, spec("planted:CompiledOnlyDrift")))
+    assert "after iteration 1 of 6" in message and "param['1.bias']" in message
+
+
+def test_closure_with_graph_break_matches_eager(tmp_path):
+    result = run("closure_graph_break", one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}")))
+    assert "2 steps equal" in result and "graph breaks: 0" not in result
+
+
+def test_state_dict_round_trip_and_recompile_allowance(tmp_path):
+    assert "1 recompile(s) after load" in run("state_dict", one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}")))
+    strict = one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}", "recompile: {load_state_dict: 0}"))
+    message = failure("state_dict", strict)
+    assert "caused 1 recompiles, the spec allows 0" in message and "0/0:" in message
+
+
+def test_state_dict_round_trip_catches_a_compiled_only_difference(tmp_path):
+    message = failure("state_dict", one_case(tmp_path, spec("planted:CompiledOnlyDrift")))
+    assert "compiled after loading eager's state_dict" in message
+
+
+def test_params_are_freed_after_a_torch_optim_compile(tmp_path):
+    assert run("no_leak", one_case(tmp_path, spec("torch.optim.Adam"))) == "all 4 params freed once dropped"
+
+
+def test_planted_global_reference_is_named(tmp_path):
+    message = failure("no_leak", one_case(tmp_path, spec("planted:GlobalRefSGD")))
+    assert "leak: 4 of 4 params outlive" in message and "planted.KEPT_PARAMS" in message
+
+
+def test_compile_time_is_reported_and_fails_only_past_the_budget(tmp_path):
+    assert "(no budget set)" in run("compile_time", one_case(tmp_path, spec("planted:PlainSGD")))
+    message = failure("compile_time", one_case(tmp_path, spec("planted:PlainSGD", extra="compile_budget_s: 0.000001")))
+    assert "over the budget of 1e-06s" in message and "100 tensors" in message
+
+
+def test_once_per_optimizer_checks_go_to_the_first_case_only(tmp_path):
+    cases = cases_from(tmp_path, """
+optimizer: torch.optim.SGD
+devices: [cpu, cuda]
+grid: {foreach: [false, true]}
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {momentum: 0.9}
+  - name: tensor_lr
+    kwargs: {lr: {tensor: 0.01}}
+    schedulers: true
+schedulers: {StepLR: {step_size: 1}}
+closure: [false, true]
+""")
+    by_id = {c.id: c.checks for c in cases}
+    assert "none_grads" in by_id["sgd-default-cpu"] and "none_grads" in by_id["sgd-default-cuda"]
+    assert all("none_grads" not in checks for cid, checks in by_id.items() if cid not in ("sgd-default-cpu", "sgd-default-cuda"))
+    assert "cudagraphs" in by_id["sgd-momentum-foreach-cuda"] and "cudagraphs" not in by_id["sgd-momentum-cpu"]
+    assert "recompile" in by_id["sgd-tensor_lr-steplr-cpu"] and "graph_breaks" not in by_id["sgd-tensor_lr-steplr-cpu"]
+    assert by_id["sgd-momentum-closure-cpu"] == ("parity",)
+
+
+def test_perturbation_needs_exactly_one_action(tmp_path):
+    from helpers import write_spec
+
+    from pytest_optimtest.spec import SpecError, load_spec
+
+    path = write_spec(tmp_path, spec(extra="recompile:\n  perturbations:\n    - {set_lr: 0.1, clear_state: true}\n"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert info.value.line == 5 and "exactly one of" in str(info.value)
