@@ -125,3 +125,14 @@ class GlobalRefSGD(PlainSGD):
     def __init__(self, params, lr=0.1):
         super().__init__(params, lr)
         KEPT_PARAMS.extend(p for g in self.param_groups for p in g["params"])
+
+
+class CallsTwice(torch.nn.Module):
+    """Calls its submodule twice in forward: a hook-order spec written for one call catches it."""
+
+    def __init__(self):
+        super().__init__()
+        self.foo = torch.nn.Linear(10, 10)
+
+    def forward(self, x):
+        return self.foo(self.foo(x)).relu_()

@@ -8,6 +8,7 @@ from .cudagraphs import check_cudagraphs
 from .in_backward import check_in_backward, check_in_backward_no_hook, check_in_backward_tied, check_in_backward_two_optimizers
 from .kernel_count import check_kernel_count
 from .leak import check_no_leak
+from .modtracker import check_hook_order
 from .parity import check_parity
 from .recompile import check_graph_breaks, check_recompile
 from .state_dict import check_state_dict
@@ -30,6 +31,7 @@ CHECKS: dict[str, Check] = {
         Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain"),
         Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param", "plain"),
         Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain"),
+        Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order"),
     )
 }
 

@@ -21,13 +21,15 @@ class Check:
     name: str
     run: Callable
     description: str
-    scope: Literal["all", "no_closure", "plain", "primary"] = "all"
+    scope: Literal["all", "no_closure", "plain", "primary", "hook_order"] = "all"
     devices: tuple[str, ...] | None = None
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no
         scheduler: those variants would repeat it); primary (once per optimizer and device: the
-        first case's plain variant)."""
+        first case's plain variant); hook_order checks belong to hook-order specs, not to optimizer cases."""
+        if self.scope == "hook_order":
+            return False
         if self.devices is not None and variant.device not in self.devices:
             return False
         if self.scope == "no_closure":

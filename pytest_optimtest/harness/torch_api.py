@@ -196,3 +196,10 @@ def guard_failures(recompile_message: str) -> list[str]:
 
 
 _GUARD_LINE = re.compile(r"^\s*- (\d+/\d+: .*)$", re.MULTILINE)
+
+
+def mod_tracker() -> Any:
+    """A new torch.distributed._tools.mod_tracker.ModTracker."""
+    from torch.distributed._tools.mod_tracker import ModTracker
+
+    return ModTracker()

@@ -63,3 +63,30 @@ class Case:
     @property
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
+
+
+@dataclass(frozen=True, eq=False)
+class HookOrderCase:
+    """A ModTracker hook-order test from a `kind: hook_order` spec."""
+
+    id: str
+    spec_path: str
+    line: int | None
+    model: str
+    model_kwargs: dict[str, Any]
+    inputs: str
+    iterations: int
+    backward: bool
+    drop_model_before_backward: bool
+    expected: Any  # "derive", a list of HookEventSpec, or None when no entry fits this torch
+    expected_where: str
+    after_backward: Any = None
+    compare: str = "all"
+    device: str = "cpu"
+    checks: tuple[str, ...] = ("hook_order",)
+    skip: dict[str, str] = field(default_factory=dict)
+    xfail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return f"{self.spec_path}:{self.line}" if self.line else self.spec_path

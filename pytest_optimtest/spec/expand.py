@@ -8,16 +8,17 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from .case import Case, KernelExpectation, Variant
+from .case import Case, HookOrderCase, KernelExpectation, Variant
 from .errors import did_you_mean
 from .loader import Locator
-from .schema import CaseSpec, Spec
+from .schema import CaseSpec, HookOrderSpec, Spec
 from .values import build_kwargs, resolve, value_problem
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
 
-def expand(spec: Spec, locator: Locator, checks: Mapping[str, Any] | None = None, torch_version: str | None = None) -> list[Case]:
+def expand(spec: Spec | HookOrderSpec, locator: Locator, checks: Mapping[str, Any] | None = None,
+           torch_version: str | None = None) -> list[Case] | list[HookOrderCase]:
     """Every case of a spec, validated against the real optimizer and schedulers.
 
     `checks` maps names to objects with `applies_to(Variant)`. Defaults: the registered
@@ -32,6 +33,8 @@ def expand(spec: Spec, locator: Locator, checks: Mapping[str, Any] | None = None
         from ..harness.torch_api import torch_version as running
 
         torch_version = running()
+    if isinstance(spec, HookOrderSpec):
+        return [_hook_order_case(spec, locator, torch_version)]
     optimizer_cls = _resolve_optimizer(spec.optimizer, locator)
     _check_names(spec, locator, check_names)
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
@@ -242,3 +245,23 @@ def _construct_problem(cls: type, kwargs: dict[str, Any]) -> str | None:
 def _show(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
+
+
+def _hook_order_case(spec: HookOrderSpec, locator: Locator, torch_version: str) -> HookOrderCase:
+    for key in ("model", "inputs"):
+        try:
+            resolve(getattr(spec, key))
+        except ImportError as exc:
+            raise locator.error((key,), str(exc)) from None
+    _check_values(spec.model_kwargs, ("model_kwargs",), locator)
+    expected, where = spec.expected, f"{locator.path}:{locator.line(('expected',))} expected"
+    if isinstance(expected, dict):
+        key = torch_version if torch_version in expected else "*" if "*" in expected else None
+        where = f"{locator.path}:{locator.line(('expected', key)) if key else locator.line(('expected',))} expected['{key or torch_version}']"
+        expected = expected[key] if key else None
+    return HookOrderCase(
+        id=spec.name, spec_path=locator.path, line=locator.line(("name",)), model=spec.model,
+        model_kwargs=spec.model_kwargs, inputs=spec.inputs, iterations=spec.iterations, backward=spec.backward,
+        drop_model_before_backward=spec.drop_model_before_backward, expected=expected, expected_where=where,
+        after_backward=spec.after_backward, compare=spec.compare, xfail={"hook_order": spec.xfail} if spec.xfail else {},
+    )

@@ -12,7 +12,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from .errors import SpecError, did_you_mean, key_path
-from .schema import Spec
+from .schema import HookOrderSpec, Spec
 
 
 @dataclass
@@ -56,7 +56,7 @@ def to_plain(node: Any) -> Any:
     return node
 
 
-def load_spec(path: str | Path) -> tuple[Spec, Locator]:
+def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec, Locator]:
     """Parse and validate one spec file; raise `SpecError` on any bad input."""
     path = str(path)
     try:
@@ -74,18 +74,21 @@ def load_spec(path: str | Path) -> tuple[Spec, Locator]:
         raise SpecError(path, 1, "", "empty spec: expected a mapping with at least 'optimizer'")
     if not isinstance(root, CommentedMap):
         raise SpecError(path, _line_of(root) or 1, "", f"a spec is a mapping, not {type(root).__name__}")
+    schema = HookOrderSpec if root.get("kind") == "hook_order" else Spec
     try:
-        spec = Spec.model_validate(to_plain(root))
+        spec = schema.model_validate(to_plain(root))
     except pydantic.ValidationError as exc:
-        raise _first_error(exc, locator) from None
+        raise _first_error(exc, locator, schema) from None
     return spec, locator
 
 
-def _first_error(exc: pydantic.ValidationError, locator: Locator) -> SpecError:
-    err = exc.errors(include_url=False)[0]
-    parts = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+def _first_error(exc: pydantic.ValidationError, locator: Locator, schema: Any) -> SpecError:
+    # The deepest error is the most specific one (a union reports one error per branch);
+    # union branch tags like 'list[HookEventSpec]' are not keys of the file.
+    err = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
+    parts = tuple(p for p in err["loc"] if isinstance(p, int) or (isinstance(p, str) and "[" not in p))
     if err["type"] == "extra_forbidden":
-        allowed = _allowed_keys(parts[:-1])
+        allowed = _allowed_keys(parts[:-1], schema)
         return locator.error(parts, f"unknown key {parts[-1]!r}{did_you_mean(str(parts[-1]), allowed)}")
     message = err["msg"]
     if err["type"] != "value_error" and "input" in err:
@@ -93,8 +96,7 @@ def _first_error(exc: pydantic.ValidationError, locator: Locator) -> SpecError:
     return locator.error(parts, message.removeprefix("Value error, "))
 
 
-def _allowed_keys(parts: tuple[object, ...]) -> list[str]:
-    model: Any = Spec
+def _allowed_keys(parts: tuple[object, ...], model: Any) -> list[str]:
     for part in parts:
         if isinstance(part, int):
             continue

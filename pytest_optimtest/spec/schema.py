@@ -207,9 +207,72 @@ class Spec(_Strict):
         return _kernel_table(counts)
 
 
+HOOK_KINDS = ("pre_fw", "post_fw", "pre_bw", "post_bw")
+
+
+class HookEventSpec(_Strict):
+    """One expected ModTracker event; shorthand: [event, module, in_parents, is_bw]."""
+
+    event: str = Field(pattern=r"^(pre_fw|post_fw|pre_bw|post_bw|mark:.+)$",
+                       description="a ModTracker user hook, or 'mark:<label>' recorded by the model itself")
+    module: str | None = Field(description="fully qualified name, e.g. 'Mod.b.nest'; null once the module is deleted")
+    in_parents: bool
+    is_bw: bool
+    parents: list[str] | None = Field(None, description="the whole tracker.parents set at that moment, when given")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            if len(value) != 4:
+                raise ValueError(f"an event list is [event, module, in_parents, is_bw], got {len(value)} items")
+            return dict(zip(("event", "module", "in_parents", "is_bw"), value))
+        return value
+
+
+class AfterBackward(_Strict):
+    """The tracker's state right after backward, still inside it."""
+
+    is_bw: bool = False
+    parents: list[str] = ["Global"]
+
+
+class HookOrderSpec(_Strict):
+    """A ModTracker hook-order test: a model, its input, and the events ModTracker must report."""
+
+    kind: Literal["hook_order"]
+    name: str = Field(pattern=NAME, description="the test id")
+    model: str = Field(description="import path of a module class or factory")
+    model_kwargs: dict[str, Any] = {}
+    inputs: str = Field(description="import path of a zero-argument callable returning the input (a tuple is unpacked)")
+    iterations: int = Field(1, ge=1, description="forward+backward passes, all recorded")
+    backward: bool = True
+    drop_model_before_backward: bool = Field(False, description="delete the model between forward and backward")
+    expected: Literal["derive"] | list[HookEventSpec] | dict[str, list[HookEventSpec]] = Field(
+        "derive", description="'derive' (from the module tree and the forward call order), the events, "
+        "or events keyed by torch major.minor ('*' for any other version)"
+    )
+    after_backward: AfterBackward | None = None
+    compare: Literal["all", "hooks", "marks"] = Field(
+        "all", description="which events to compare: all, the four hooks only, or the model's marks only"
+    )
+    xfail: str | None = Field(None, description="why this test is expected to fail (strict)")
+
+    @field_validator("expected", mode="before")
+    @classmethod
+    def _versions(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for version in value:
+                if version != "*" and not (isinstance(version, str) and TORCH_VERSION.match(version)):
+                    raise ValueError(f"expected is keyed by quoted torch versions like '2.13' or '*', got {version!r}")
+        return value
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of a spec file, for editor completion."""
-    schema = Spec.model_json_schema()
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(Spec | HookOrderSpec).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-optimtest spec"
     return schema

@@ -1,0 +1,112 @@
+"""ModTracker hook order: observed events against a written or derived sequence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
+from ..spec.values import build_kwargs, resolve
+from .base import NotApplicable
+
+CONTEXT = 3  # events shown before the first divergence
+AFTER = 6  # and after it
+
+
+def check_hook_order(case, runs) -> str:
+    """ModTracker reports exactly the expected events, in order; each side of a failure is
+    shown aligned, with the first divergence marked."""
+    def make_model() -> Any:
+        return resolve(case.model)(**build_kwargs(case.model_kwargs, "cpu"))
+
+    inputs = resolve(case.inputs)
+    options = dict(backward=case.backward, iterations=case.iterations, drop_model_before_backward=case.drop_model_before_backward)
+    observed = record_hook_order(make_model if case.drop_model_before_backward else make_model(), inputs, **options)
+    if case.expected is None:
+        raise NotApplicable(f"{case.id}: no expected sequence for this torch version ({case.expected_where}); observed:\n"
+                            + "\n".join(e.short() for e in observed))
+    derived = case.expected == "derive"
+    expected = derive_hook_order(make_model(), inputs, **options) if derived else [_event(e) for e in case.expected]
+    if case.compare != "all":
+        keep = (lambda e: e.kind.startswith("mark:")) if case.compare == "marks" else (lambda e: not e.kind.startswith("mark:"))
+        observed, expected = _filtered(observed, keep), [e for e in expected if keep(e)]
+    elif derived:
+        observed = _filtered(observed, lambda e: not e.kind.startswith("mark:"))  # derive knows hooks only
+    if not observed:
+        raise AssertionError(f"{case.id}: ModTracker reported no events: nothing was compared")
+    source = "derived from the module tree and the forward call order" if derived else case.expected_where
+    problem = first_divergence(expected, observed)
+    if problem is not None:
+        raise AssertionError(f"{case.id}: hook order differs from the expected ({source}):\n" + side_by_side(expected, observed, problem))
+    if case.after_backward is not None:
+        want = (case.after_backward.is_bw, frozenset(case.after_backward.parents))
+        for i, seen in enumerate(observed.after_backward):
+            if seen != want:
+                raise AssertionError(f"{case.id}: after backward {i + 1}, tracker.is_bw={seen[0]} and parents={sorted(seen[1])}; "
+                                     f"expected is_bw={want[0]} and parents={sorted(want[1])}")
+    return f"{len(observed)} events as expected ({'derived' if derived else 'written'})"
+
+
+def _filtered(events: Any, keep: Any) -> Any:
+    kept = type(events)(e for e in events if keep(e))
+    kept.after_backward = events.after_backward
+    return kept
+
+
+def _event(spec: Any) -> HookEvent:
+    given = spec.parents is not None
+    return _Expected(spec.event, spec.module, spec.in_parents, spec.is_bw, frozenset(spec.parents or ()), given)
+
+
+@dataclass(frozen=True)
+class _Expected(HookEvent):
+    """An expected event; compares `parents` only when the spec gave them."""
+
+    check_parents: bool = False
+
+    def short(self) -> str:
+        text = super().short()
+        return f"{text} {{{', '.join(sorted(self.parents))}}}" if self.check_parents else text
+
+
+def _matches(expected: HookEvent, observed: HookEvent) -> bool:
+    same = (expected.kind, expected.module, expected.in_parents, expected.is_bw) == (
+        observed.kind, observed.module, observed.in_parents, observed.is_bw)
+    if getattr(expected, "check_parents", False):
+        same = same and expected.parents == observed.parents
+    return same
+
+
+def first_divergence(expected: list[HookEvent], observed: list[HookEvent]) -> int | None:
+    """Index of the first event that differs (or that one side lacks); None when equal."""
+    for i, (e, o) in enumerate(zip(expected, observed)):
+        if not _matches(e, o):
+            return i
+    return None if len(expected) == len(observed) else min(len(expected), len(observed))
+
+
+def side_by_side(expected: list[HookEvent], observed: list[HookEvent], at: int) -> str:
+    """Both sequences in two aligned columns around the first divergence, which is marked '>>'.
+    Flags: P = module in tracker.parents, B = tracker.is_bw."""
+    def cell(events: list[HookEvent], i: int, parents: bool = False) -> str:
+        if i >= len(events):
+            return "(none)"
+        text = events[i].short()
+        return f"{text} {{{', '.join(sorted(events[i].parents))}}}" if parents else text
+
+    show_parents = any(getattr(e, "check_parents", False) for e in expected)
+    start, stop = max(0, at - CONTEXT), min(max(len(expected), len(observed)), at + AFTER + 1)
+    rows = [(cell(expected, i), cell(observed, i, show_parents)) for i in range(start, stop)]
+    width = max(len("expected"), *(len(e) for e, _ in rows))
+    lines = [f"     {'#':>3}  {'expected':<{width}}   observed"]
+    if start:
+        lines.append(f"     {'...':>3}")
+    for i, (e, o) in zip(range(start, stop), rows):
+        mark = ">> " if i == at else "   "
+        sep = "|" if i != at else "≠"
+        lines.append(f"  {mark}{i:>3}  {e:<{width}} {sep} {o}")
+    if stop < max(len(expected), len(observed)):
+        lines.append(f"     {'...':>3}")
+    lines.append(f"  first divergence at event {at}; {len(expected)} events expected, {len(observed)} observed "
+                 "(flags: P = module in tracker.parents, B = tracker.is_bw)")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""ModTracker hook order: the recorder, derived orders, readable diffs, and planted faults."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import one_case, write_spec
+
+from pytest_optimtest import record_hook_order
+from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.harness import hook_recorder
+from pytest_optimtest.harness.hook_recorder import derive_hook_order
+from pytest_optimtest.modtracker_models import Bar, Checkpointed, Mod, dict_10x10, rand_10x10, randn_2x8
+from pytest_optimtest.spec import SpecError, load_spec
+
+SPECS = Path(__file__).resolve().parent.parent / "specs" / "modtracker"
+
+
+def run(case):
+    return CHECKS["hook_order"].run(case, None)
+
+
+def test_recorder_returns_the_events_in_order():
+    events = record_hook_order(Bar(), rand_10x10)
+    assert [(e.kind, e.module, e.in_parents, e.is_bw) for e in events] == [
+        ("pre_fw", "Bar", True, False), ("pre_fw", "Bar.foo", True, False),
+        ("post_fw", "Bar.foo", True, False), ("post_fw", "Bar", True, False),
+        ("pre_bw", "Bar", True, True), ("pre_bw", "Bar.foo", True, True),
+        ("post_bw", "Bar", True, True), ("post_bw", "Bar.foo", True, True),
+    ]
+    assert repr(events[0]) == "HookEvent('pre_fw', 'Bar', in_parents=True, is_bw=False)"
+    assert events.after_backward == [(False, frozenset({"Global"}))]
+
+
+def test_dropping_the_model_needs_a_factory():
+    with pytest.raises(TypeError, match="factory"):
+        record_hook_order(Bar(), rand_10x10, drop_model_before_backward=True)
+    events = record_hook_order(Bar, rand_10x10, drop_model_before_backward=True)
+    assert [e.module for e in events[4:]] == [None] * 4
+
+
+@pytest.mark.parametrize("model, inputs", [(Bar, rand_10x10), (Mod, dict_10x10), (lambda: Checkpointed(3, 8), randn_2x8)],
+                         ids=["bar", "nested_dict_list", "no_grad_input"])
+def test_derived_order_equals_modtracker(model, inputs):
+    observed = [e for e in record_hook_order(model(), inputs, iterations=2) if not e.kind.startswith("mark:")]
+    assert [e.short() for e in observed] == [e.short() for e in derive_hook_order(model(), inputs, iterations=2)]
+
+
+def test_shipped_specs_reproduce_pytorchs_tests(pytester):
+    for spec in SPECS.glob("*.yaml"):
+        shutil.copy(spec, pytester.path / spec.name)
+    result = pytester.runpytest_subprocess("--optim-spec", ".", "-v")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*activation_checkpointing.yaml::activation_checkpointing::hook_order PASSED*"])
+
+
+USER_HOOKS = (SPECS / "user_hooks.yaml").read_text()
+
+
+def test_submodule_called_twice_is_shown_side_by_side(tmp_path):
+    text = USER_HOOKS.replace("Bar", "CallsTwice").replace("pytest_optimtest.modtracker_models:CallsTwice", "planted:CallsTwice")
+    case = one_case(tmp_path, text)
+    with pytest.raises(AssertionError) as info:
+        run(case)
+    message = str(info.value)
+    assert ">>   3  post_fw CallsTwice [P-]" in message  # expected column at the divergence
+    assert "≠ pre_fw  CallsTwice.foo [P-]" in message  # observed: the second call
+    assert "first divergence at event 3; 8 events expected, 12 observed" in message
+    assert "spec.yaml:" in message.splitlines()[0]  # where the written sequence is
+
+
+def test_user_hook_registered_in_the_wrong_order_is_caught(tmp_path, monkeypatch):
+    monkeypatch.setattr(hook_recorder, "KINDS", ("post_fw", "pre_fw", "pre_bw", "post_bw"))  # pre/post swapped
+    with pytest.raises(AssertionError) as info:
+        run(one_case(tmp_path, USER_HOOKS))
+    message = str(info.value)
+    assert ">>   0  pre_fw  Bar [P-]" in message and "≠ post_fw Bar [P-]" in message
+
+
+def test_derived_expectation_catches_a_wrong_after_backward_state(tmp_path):
+    case = one_case(tmp_path, """
+kind: hook_order
+name: bw
+model: pytest_optimtest.modtracker_models:Bar
+inputs: pytest_optimtest.modtracker_models:rand_10x10
+after_backward: {is_bw: true}
+""")
+    with pytest.raises(AssertionError, match="after backward 1, tracker.is_bw=False"):
+        run(case)
+
+
+def test_no_sequence_for_this_torch_is_a_skip_that_shows_the_observed_events(tmp_path):
+    from pytest_optimtest.checks import NotApplicable
+
+    case = one_case(tmp_path, USER_HOOKS.replace("expected:\n", 'expected:\n  "2.1":\n').replace("  - [", "    - ["))
+    with pytest.raises(NotApplicable) as info:
+        run(case)
+    assert "no expected sequence for this torch version" in str(info.value) and "pre_fw  Bar [P-]" in str(info.value)
+
+
+def test_bad_event_is_a_spec_error_with_its_line(tmp_path):
+    path = write_spec(tmp_path, USER_HOOKS.replace("[post_fw, Bar, true, false]", "[post_forward, Bar, true, false]"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert info.value.line == 11 and "expected[3].event" in str(info.value)
+
+
+def test_unknown_model_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError) as info:
+        one_case(tmp_path, USER_HOOKS.replace("modtracker_models:Bar", "modtracker_models:Barr"))
+    assert info.value.line == 5 and "model" in str(info.value)
+
+
+def test_mark_outside_a_recording_is_a_no_op():
+    hook_recorder.mark("anything")
+    torch.nn.Linear(2, 2)(torch.ones(2))
