@@ -7,8 +7,7 @@ import torch
 from ..harness import torch_api
 from ..harness.compiled_run import compile_step
 from ..harness.models import model_with_grads
-from ..harness.twins import isolated_case
-from ..spec.values import build_kwargs, resolve
+from ..harness.twins import isolated_case, make_optimizer
 from .base import NotApplicable
 
 
@@ -18,7 +17,7 @@ def check_cudagraphs(case, runs) -> str:
         raise NotApplicable(f"{case.id}: the spec sets cudagraphs: false (PyTorch runs Adagrad and SGD without them)")
     with isolated_case(case), torch_api.inductor_config(**{"triton.cudagraphs": True}):
         model, _, _ = model_with_grads(case)
-        opt = resolve(case.optimizer)(model.parameters(), **build_kwargs(case.kwargs, case.device))
+        opt = make_optimizer(case, model.parameters())
         step = compile_step(opt)
         with torch.no_grad():
             for _ in range(case.steps):

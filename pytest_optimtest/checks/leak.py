@@ -12,8 +12,7 @@ import torch
 from ..harness import torch_api
 from ..harness.compiled_run import compile_step
 from ..harness.models import model_with_grads
-from ..harness.twins import isolated_case
-from ..spec.values import build_kwargs, resolve
+from ..harness.twins import isolated_case, make_optimizer
 
 
 def check_no_leak(case, runs) -> str:
@@ -49,7 +48,7 @@ def check_no_leak(case, runs) -> str:
 
 def _compile_and_drop(case) -> tuple[list[weakref.ref], int]:
     model, _, _ = model_with_grads(case)
-    opt = resolve(case.optimizer)(model.parameters(), **build_kwargs(case.kwargs, case.device))
+    opt = make_optimizer(case, model.parameters())
     step = compile_step(opt, fullgraph=False)
     with torch.no_grad():
         step()

@@ -11,8 +11,7 @@ from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
 from ..harness.models import copy_with_grads
 from ..harness.snapshot import snapshot
-from ..harness.twins import isolated_case, make_twins
-from ..spec.values import build_kwargs, resolve
+from ..harness.twins import isolated_case, make_optimizer, make_twins
 
 
 def check_state_dict(case, runs) -> str:
@@ -30,7 +29,7 @@ def check_state_dict(case, runs) -> str:
                 twins.eager_opt.step()
         # compiled -> eager: a fresh eager optimizer over a copy of the compiled model
         resumed_model = copy_with_grads(twins.compiled_model)
-        resumed = resolve(case.optimizer)(resumed_model.parameters(), **build_kwargs(case.kwargs, case.device))
+        resumed = make_optimizer(case, resumed_model.parameters())
         resumed.load_state_dict(_checkpointed(twins.compiled_opt.state_dict()))
         # eager -> compiled: the running compiled optimizer takes the eager one's params and state
         with torch.no_grad():

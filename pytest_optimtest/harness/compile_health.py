@@ -3,7 +3,6 @@ optimizer, recording per step the graphs, kernels and recompiles (with dynamo's 
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,11 +11,12 @@ import torch
 
 from ..spec.case import Case
 from ..spec.schema import Perturbation
-from ..spec.values import build_kwargs, resolve
+from ..spec.values import build_kwargs
 from . import torch_api
 from .compiled_run import compile_step, make_scheduler, step_scheduler
-from .isolation import isolated
+from .isolation import isolated_case
 from .models import model_with_grads
+from .twins import make_optimizer
 
 
 @dataclass
@@ -56,15 +56,13 @@ class PerturbationError(AssertionError):
 
 def run_health(case: Case) -> HealthRun:
     """Compile the step without fullgraph (graph breaks are counted, not fatal) and watch it recompile."""
-    options = {"fallback_random": True} if case.fallback_random else {}
-    with isolated(**options), warnings.catch_warnings(), torch_api.recording_recompiles() as log:
-        warnings.simplefilter("ignore", UserWarning)
+    with isolated_case(case), torch_api.recording_recompiles() as log:
         return _run(case, log)
 
 
 def _run(case: Case, log: list[str]) -> HealthRun:
     model, _, _ = model_with_grads(case)
-    opt = resolve(case.optimizer)(model.parameters(), **build_kwargs(case.kwargs, case.device))
+    opt = make_optimizer(case, model.parameters())
     step = compile_step(opt, fullgraph=False)
     schedulers = [make_scheduler(case, opt)] if case.scheduler else []
     spec = case.recompile

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,7 @@ from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .devices import seed_all
-from .isolation import isolated
+from .isolation import isolated_case
 from .models import make_data
 from .snapshot import OptimizerSnapshot, snapshot
 
@@ -37,9 +36,7 @@ class CompiledRun:
 
 def run_compiled(case: Case) -> CompiledRun:
     """Step an eager optimizer and a compiled deep copy side by side, PyTorch-test style."""
-    options = {"fallback_random": True} if case.fallback_random else {}
-    with isolated(**options), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+    with isolated_case(case):
         return _run(case)
 
 

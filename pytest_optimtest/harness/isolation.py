@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -32,3 +34,12 @@ def isolated(**inductor_options: object) -> Iterator[None]:
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
+
+
+@contextlib.contextmanager
+def isolated_case(case: Any) -> Iterator[None]:
+    """`isolated()` with the case's inductor options, and torch's UserWarnings silenced."""
+    options = {"fallback_random": True} if case.fallback_random else {}
+    with isolated(**options), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield

@@ -3,9 +3,7 @@ once-per-optimizer checks (None grads, closure graph break, state_dict round tri
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +12,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from .compiled_run import compile_step
-from .isolation import isolated
+from .isolation import isolated_case  # noqa: F401  (re-exported for the checks)
 from .models import copy_with_grads, model_with_grads
 from .snapshot import OptimizerSnapshot, snapshot
 
@@ -42,19 +40,13 @@ class Twins:
         return compile_step(self.compiled_opt, closure, fullgraph)
 
 
+def make_optimizer(case: Case, params: Any) -> torch.optim.Optimizer:
+    """The case's optimizer over `params`, with kwargs built afresh."""
+    return resolve(case.optimizer)(params, **build_kwargs(case.kwargs, case.device))
+
+
 def make_twins(case: Case) -> Twins:
     """Two identical models with grads, each with the case's optimizer."""
     model, inputs, loss_fn = model_with_grads(case)
     twin = copy_with_grads(model)
-    cls = resolve(case.optimizer)
-    return Twins(model, cls(model.parameters(), **build_kwargs(case.kwargs, case.device)),
-                 twin, cls(twin.parameters(), **build_kwargs(case.kwargs, case.device)), inputs, loss_fn)
-
-
-@contextlib.contextmanager
-def isolated_case(case: Case) -> Iterator[None]:
-    """`isolated()` with the case's inductor options and torch's UserWarnings silenced."""
-    options = {"fallback_random": True} if case.fallback_random else {}
-    with isolated(**options), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        yield
+    return Twins(model, make_optimizer(case, model.parameters()), twin, make_optimizer(case, twin.parameters()), inputs, loss_fn)
