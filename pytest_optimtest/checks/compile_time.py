@@ -9,7 +9,7 @@ import torch
 
 from ..harness import torch_api
 from ..harness.compiled_run import compile_step
-from ..harness.twins import isolated_case
+from ..harness.isolation import isolated_case
 from ..spec.values import build_kwargs, resolve
 
 TENSORS = 100

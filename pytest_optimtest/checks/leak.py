@@ -12,7 +12,8 @@ import torch
 from ..harness import torch_api
 from ..harness.compiled_run import compile_step
 from ..harness.models import model_with_grads
-from ..harness.twins import isolated_case, make_optimizer
+from ..harness.isolation import isolated_case
+from ..harness.models import make_optimizer
 
 
 def check_no_leak(case, runs) -> str:

@@ -28,10 +28,10 @@ def check_hook_order(case, runs) -> str:
     derived = case.expected == "derive"
     expected = derive_hook_order(make_model(), inputs, **options) if derived else [_event(e) for e in case.expected]
     if case.compare != "all":
-        keep = (lambda e: e.kind.startswith("mark:")) if case.compare == "marks" else (lambda e: not e.kind.startswith("mark:"))
+        keep = (lambda e: e.is_mark) if case.compare == "marks" else (lambda e: not e.is_mark)
         observed, expected = _filtered(observed, keep), [e for e in expected if keep(e)]
     elif derived:
-        observed = _filtered(observed, lambda e: not e.kind.startswith("mark:"))  # derive knows hooks only
+        observed = _filtered(observed, lambda e: not e.is_mark)  # derive knows hooks only
     if not observed:
         raise AssertionError(f"{case.id}: ModTracker reported no events: nothing was compared")
     source = "derived from the module tree and the forward call order" if derived else case.expected_where
@@ -64,9 +64,8 @@ class _Expected(HookEvent):
 
     check_parents: bool = False
 
-    def short(self) -> str:
-        text = super().short()
-        return f"{text} {{{', '.join(sorted(self.parents))}}}" if self.check_parents else text
+    def short(self, with_parents: bool = False) -> str:
+        return super().short(with_parents or self.check_parents)
 
 
 def _matches(expected: HookEvent, observed: HookEvent) -> bool:
@@ -89,10 +88,7 @@ def side_by_side(expected: list[HookEvent], observed: list[HookEvent], at: int) 
     """Both sequences in two aligned columns around the first divergence, which is marked '>>'.
     Flags: P = module in tracker.parents, B = tracker.is_bw."""
     def cell(events: list[HookEvent], i: int, parents: bool = False) -> str:
-        if i >= len(events):
-            return "(none)"
-        text = events[i].short()
-        return f"{text} {{{', '.join(sorted(events[i].parents))}}}" if parents else text
+        return events[i].short(parents) if i < len(events) else "(none)"
 
     show_parents = any(getattr(e, "check_parents", False) for e in expected)
     start, stop = max(0, at - CONTEXT), min(max(len(expected), len(observed)), at + AFTER + 1)

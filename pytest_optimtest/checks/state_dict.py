@@ -11,7 +11,9 @@ from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
 from ..harness.models import copy_with_grads
 from ..harness.snapshot import snapshot
-from ..harness.twins import isolated_case, make_optimizer, make_twins
+from ..harness.isolation import isolated_case
+from ..harness.models import make_optimizer
+from ..harness.twins import make_twins
 
 
 def check_state_dict(case, runs) -> str:

@@ -10,7 +10,8 @@ import torch
 from ..harness import torch_api
 from ..harness.compare import listed, max_movement, non_finite, snapshot_differences
 from ..harness.compiled_run import make_closure
-from ..harness.twins import Twins, isolated_case, make_twins
+from ..harness.isolation import isolated_case
+from ..harness.twins import Twins, make_twins
 from .base import NotApplicable
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):

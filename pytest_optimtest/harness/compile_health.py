@@ -15,8 +15,7 @@ from ..spec.values import build_kwargs
 from . import torch_api
 from .compiled_run import compile_step, make_scheduler, step_scheduler
 from .isolation import isolated_case
-from .models import model_with_grads
-from .twins import make_optimizer
+from .models import make_optimizer, model_with_grads
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +13,7 @@ from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .devices import seed_all
 from .isolation import isolated_case
-from .models import make_data
+from .models import copy_with_grads, make_optimizer, model_with_grads
 from .snapshot import OptimizerSnapshot, snapshot
 
 
@@ -41,18 +40,13 @@ def run_compiled(case: Case) -> CompiledRun:
 
 
 def _run(case: Case) -> CompiledRun:
-    optimizer_cls = resolve(case.optimizer)
-    seed_all(case.seed)
-    model = resolve(case.model)(device=case.device)
-    inputs, loss_fn = make_data(case.data, case.device)
-    model_c = deepcopy(model)  # deepcopy does not copy .grad: backward on each
-    for m in (model, model_c):
-        loss_fn(m(inputs)).backward()
+    model, inputs, loss_fn = model_with_grads(case)
+    model_c = copy_with_grads(model)
     names = {p: n for n, p in model.named_parameters()}
     names_c = {p: n for n, p in model_c.named_parameters()}
 
-    opt = optimizer_cls(model.parameters(), **build_kwargs(case.kwargs, case.device))
-    opt_c = optimizer_cls(model_c.parameters(), **build_kwargs(case.kwargs, case.device))
+    opt = make_optimizer(case, model.parameters())
+    opt_c = make_optimizer(case, model_c.parameters())
     closure = make_closure(model, opt, inputs, loss_fn) if case.closure else None
     step_c = compile_step(opt_c, make_closure(model_c, opt_c, inputs, loss_fn) if case.closure else None, fullgraph=not case.closure)
     schedulers = [make_scheduler(case, o) for o in (opt, opt_c)] if case.scheduler else []

@@ -30,10 +30,16 @@ class HookEvent:
     def __repr__(self) -> str:
         return f"HookEvent({self.kind!r}, {self.module!r}, in_parents={self.in_parents}, is_bw={self.is_bw})"
 
-    def short(self) -> str:
-        """'pre_fw Bar.foo [P]' : P = in parents, B = in backward."""
+    @property
+    def is_mark(self) -> bool:
+        """Recorded by the model through `mark()`, not by a ModTracker hook."""
+        return self.kind.startswith("mark:")
+
+    def short(self, with_parents: bool = False) -> str:
+        """'pre_fw  Bar.foo [P-]': P = in parents, B = in backward; optionally the parents set."""
         flags = ("P" if self.in_parents else "-") + ("B" if self.is_bw else "-")
-        return f"{self.kind:<7} {self.module or '<deleted>'} [{flags}]"
+        text = f"{self.kind:<7} {self.module or '<deleted>'} [{flags}]"
+        return f"{text} {{{', '.join(sorted(self.parents))}}}" if with_parents else text
 
 
 _ACTIVE: contextvars.ContextVar[tuple[Any, list] | None] = contextvars.ContextVar("optimtest_hook_recording", default=None)

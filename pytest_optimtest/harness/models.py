@@ -30,6 +30,13 @@ def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable
     return model, inputs, loss_fn
 
 
+def make_optimizer(case: Any, params: Any) -> torch.optim.Optimizer:
+    """The case's optimizer over `params`, with kwargs built afresh."""
+    from ..spec.values import build_kwargs, resolve
+
+    return resolve(case.optimizer)(params, **build_kwargs(case.kwargs, case.device))
+
+
 def copy_with_grads(model: torch.nn.Module) -> torch.nn.Module:
     """A deep copy that keeps .grad (deepcopy drops it)."""
     from copy import deepcopy

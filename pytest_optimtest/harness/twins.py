@@ -10,10 +10,8 @@ from typing import Any
 import torch
 
 from ..spec.case import Case
-from ..spec.values import build_kwargs, resolve
 from .compiled_run import compile_step
-from .isolation import isolated_case  # noqa: F401  (re-exported for the checks)
-from .models import copy_with_grads, model_with_grads
+from .models import copy_with_grads, make_optimizer, model_with_grads
 from .snapshot import OptimizerSnapshot, snapshot
 
 
@@ -38,11 +36,6 @@ class Twins:
 
     def compile(self, closure: Any = None, fullgraph: bool = False) -> Callable[[], None]:
         return compile_step(self.compiled_opt, closure, fullgraph)
-
-
-def make_optimizer(case: Case, params: Any) -> torch.optim.Optimizer:
-    """The case's optimizer over `params`, with kwargs built afresh."""
-    return resolve(case.optimizer)(params, **build_kwargs(case.kwargs, case.device))
 
 
 def make_twins(case: Case) -> Twins:
