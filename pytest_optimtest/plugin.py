@@ -11,6 +11,7 @@ import pytest
 
 from .checks import CHECKS, NotApplicable
 from .harness.devices import unavailable_reason
+from .harness.properties import register_profiles
 from .harness.run_cache import RunCache
 from .spec import Case, SpecError, expand, load_spec
 
@@ -29,7 +30,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("optim_spec", type="paths", default=[], help="spec files or directories, as --optim-spec")
 
 
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's plugin loads --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    register_profiles()
     roots = [Path(p).resolve() for p in config.getoption("optim_spec")] or [Path(p).resolve() for p in config.getini("optim_spec")]
     config.stash[_SPEC_ROOTS] = roots
     config.stash[_RUNS] = RunCache()
@@ -125,6 +128,7 @@ class CheckItem(pytest.Item):
         start = time.perf_counter()
         try:
             self.summary = CHECKS[self.check].run(self.case, self.config.stash[_RUNS])
+            self.add_report_section("call", "optimtest", self.summary or "")  # shown by -rP / -rA
         except NotApplicable as exc:
             pytest.skip(str(exc))
         finally:

@@ -6,6 +6,9 @@ torch.optim step from a subclass inserts a graph break under fullgraph=True.
 
 from __future__ import annotations
 
+import os
+import time
+
 import torch
 
 
@@ -136,3 +139,52 @@ class CallsTwice(torch.nn.Module):
 
     def forward(self, x):
         return self.foo(self.foo(x)).relu_()
+
+
+class RankNoiseSGD(PlainSGD):
+    """SGD plus noise from its own generator, seeded from the OS: every DDP rank draws different
+    numbers, so the replicas drift apart."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.generator = torch.Generator()
+        self.generator.seed()
+
+    def _update(self) -> None:
+        super()._update()
+        for p in self.param_groups[0]["params"]:
+            p.add_(torch.randn(p.shape, generator=self.generator), alpha=1e-3)
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+class CrashOnRank1(PlainSGD):
+    """Rank 1's process dies in its first step (exit code 3)."""
+
+    def _update(self) -> None:
+        if _rank() == 1:
+            os._exit(3)
+        super()._update()
+
+
+class HangOnRank1(PlainSGD):
+    """Rank 1 never returns from its first step; rank 0 then waits in the next all-reduce."""
+
+    def _update(self) -> None:
+        if _rank() == 1:
+            time.sleep(3600)
+        super()._update()
+
+
+class FirstDimSGD(PlainSGD):
+    """Scales each update by 1/rows, reading p.shape[0]: fine until a 0-d parameter arrives."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] / max(1, p.shape[0]))

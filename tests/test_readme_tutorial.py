@@ -13,5 +13,6 @@ def test_tutorial_spec_passes(pytester):
         shutil.copy(LION / name, pytester.path / name)
     result = pytester.runpytest_subprocess("--optim-spec", "lion.yaml", "--optim-device", "cpu", "-k", "not closure")
     # 4 cases x (parity, kernel_count, recompile); 2 plain cases x (graph_breaks + 4 in-backward checks);
-    # the first case's once-per-optimizer checks (closure_graph_break is deselected by -k; no_leak is xfailed)
-    result.assert_outcomes(passed=4 * 3 + 2 * 5 + 3, xfailed=1)
+    # the first case's once-per-optimizer checks (closure_graph_break is deselected by -k; no_leak is xfailed);
+    # distributed and zero on the first case
+    result.assert_outcomes(passed=4 * 3 + 2 * 5 + 3 + 2, xfailed=1)

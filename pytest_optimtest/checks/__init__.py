@@ -5,6 +5,8 @@ from __future__ import annotations
 from .base import Check, NotApplicable
 from .compile_time import check_compile_time
 from .cudagraphs import check_cudagraphs
+from .distributed import check_distributed, check_zero
+from .fuzz import check_fuzz_hook_order, check_fuzz_in_backward, check_fuzz_parity
 from .in_backward import check_in_backward, check_in_backward_no_hook, check_in_backward_tied, check_in_backward_two_optimizers
 from .kernel_count import check_kernel_count
 from .leak import check_no_leak
@@ -31,7 +33,12 @@ CHECKS: dict[str, Check] = {
         Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain"),
         Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param", "plain"),
         Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain"),
+        Check("distributed", check_distributed, "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed"),
+        Check("zero", check_zero, "ZeroRedundancyOptimizer vs the unsharded optimizer; consolidated state_dict loads back", "distributed"),
         Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order"),
+        Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz"),
+        Check("fuzz_in_backward", check_fuzz_in_backward, "Hypothesis: in-backward vs reference on fuzzed, tied MLPs", "fuzz"),
+        Check("fuzz_hook_order", check_fuzz_hook_order, "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz"),
     )
 }
 

@@ -21,14 +21,15 @@ class Check:
     name: str
     run: Callable
     description: str
-    scope: Literal["all", "no_closure", "plain", "primary", "hook_order"] = "all"
+    scope: Literal["all", "no_closure", "plain", "primary", "distributed", "hook_order", "fuzz"] = "all"
     devices: tuple[str, ...] | None = None
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no
         scheduler: those variants would repeat it); primary (once per optimizer and device: the
-        first case's plain variant); hook_order checks belong to hook-order specs, not to optimizer cases."""
-        if self.scope == "hook_order":
+        first case's plain variant); distributed (cases the spec's `distributed` section names, with their
+        scheduler variants, without closures); hook_order checks belong to hook-order specs, not to optimizer cases."""
+        if self.scope in ("hook_order", "fuzz"):  # their own spec kinds and sections, not optimizer variants
             return False
         if self.devices is not None and variant.device not in self.devices:
             return False
@@ -38,4 +39,6 @@ class Check:
             return variant.plain
         if self.scope == "primary":
             return variant.plain and variant.primary
+        if self.scope == "distributed":
+            return variant.distributed and not variant.closure
         return True

@@ -15,7 +15,7 @@ from ..spec.values import build_kwargs, resolve
 from .base import NotApplicable
 
 
-def _compare(case, tied: bool = False, copies: int = 1) -> tuple[torch.nn.Module, torch.nn.Module]:
+def compare_in_backward(case, tied: bool = False, copies: int = 1) -> tuple[torch.nn.Module, torch.nn.Module]:
     tol = case.tolerance
     try:
         with isolated():
@@ -46,7 +46,7 @@ def _reference_note(case) -> str:
 
 
 def check_in_backward(case, runs) -> str:
-    _, in_backward = _compare(case)
+    _, in_backward = compare_in_backward(case)
     found = torch_api.in_backward_optimizers(in_backward)
     stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
     if set(map(id, found)) != set(map(id, stored)) or len(found) != len(stored):
@@ -58,12 +58,12 @@ def check_in_backward(case, runs) -> str:
 
 
 def check_in_backward_tied(case, runs) -> str:
-    _compare(case, tied=True)
+    compare_in_backward(case, tied=True)
     return f"tied {case.in_backward.tie}: {case.in_backward.steps} steps equal"
 
 
 def check_in_backward_two_optimizers(case, runs) -> str:
-    _compare(case, copies=2)
+    compare_in_backward(case, copies=2)
     return f"two optimizers per param: {case.in_backward.steps} steps equal"
 
 

@@ -9,12 +9,17 @@ import torch
 from ..spec.schema import Tolerance
 
 
-def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) -> str | None:
-    """None when close; otherwise which element differs and by how much."""
+LABELS = ("eager", "compiled")
+
+
+def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance,
+                      labels: tuple[str, str] = LABELS) -> str | None:
+    """None when close; otherwise which element differs and by how much. `labels` name the two runs."""
+    ref, new = labels
     if expected.shape != actual.shape:
-        return f"{where}: shape {tuple(actual.shape)} != eager {tuple(expected.shape)}"
+        return f"{where}: shape {tuple(actual.shape)} != {ref} {tuple(expected.shape)}"
     if expected.dtype != actual.dtype:
-        return f"{where}: dtype {actual.dtype} != eager {expected.dtype}"
+        return f"{where}: dtype {actual.dtype} != {ref} {expected.dtype}"
     if expected.numel() == 0:
         return None
     e, a = expected.detach().double().cpu(), actual.detach().double().cpu()
@@ -29,30 +34,32 @@ def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, 
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), e.shape)) if e.dim() else ()
     return (
         f"{where}: {int(bad.sum())}/{e.numel()} elements differ; max abs diff {abs_diff.max().item():.3g} "
-        f"at index {index} (eager {e.flatten()[worst].item():.8g}, compiled {a.flatten()[worst].item():.8g}), "
+        f"at index {index} ({ref} {e.flatten()[worst].item():.8g}, {new} {a.flatten()[worst].item():.8g}), "
         f"max rel diff {rel_diff.max().item():.3g}; allowed atol={tol.atol:g} rtol={tol.rtol:g}"
     )
 
 
-def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance) -> list[str]:
+def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
+                      labels: tuple[str, str] = LABELS) -> list[str]:
     """All differences between two (nested) values; tensors within tolerance, the rest exactly."""
+    ref, new = labels
     if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
         if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
-            return [f"{where}: compiled {_short(actual)} but eager {_short(expected)}"]
-        found = tensor_difference(where, expected, actual, tol)
+            return [f"{where}: {new} {_short(actual)} but {ref} {_short(expected)}"]
+        found = tensor_difference(where, expected, actual, tol, labels)
         return [found] if found else []
     if isinstance(expected, dict) and isinstance(actual, dict):
-        out = [f"{where}[{k!r}]: missing in compiled run" for k in expected if k not in actual]
-        out += [f"{where}[{k!r}]: only in compiled run" for k in actual if k not in expected]
+        out = [f"{where}[{k!r}]: missing in {new} run" for k in expected if k not in actual]
+        out += [f"{where}[{k!r}]: only in {new} run" for k in actual if k not in expected]
         for key in [k for k in expected if k in actual]:
-            out += value_differences(f"{where}[{key!r}]", expected[key], actual[key], tol)
+            out += value_differences(f"{where}[{key!r}]", expected[key], actual[key], tol, labels)
         return out
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
-        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol)]
+        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol, labels)]
     if isinstance(expected, float) and isinstance(actual, float):
         ok = abs(expected - actual) <= tol.atol + tol.rtol * abs(expected) or (expected != expected and actual != actual)
-        return [] if ok else [f"{where}: compiled {actual!r} != eager {expected!r}"]
-    return [] if expected == actual else [f"{where}: compiled {_short(actual)} != eager {_short(expected)}"]
+        return [] if ok else [f"{where}: {new} {actual!r} != {ref} {expected!r}"]
+    return [] if expected == actual else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
 
 
 def non_finite(params: dict[str, torch.Tensor]) -> list[str]:

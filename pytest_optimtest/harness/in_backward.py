@@ -13,6 +13,7 @@ from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
+from ..models import IN_FEATURES
 from .models import make_data
 
 Groups = list[tuple[list[torch.nn.Parameter], dict]]
@@ -27,9 +28,14 @@ def needs_closure(optimizer_cls: type) -> bool:
     return closure is not None and closure.default is inspect.Parameter.empty
 
 
+def model_factory(case: Case):
+    """The case's model factory: an import path, or a callable (a strategies.MLP blueprint)."""
+    return case.model if callable(case.model) else resolve(case.model)
+
+
 def make_model(case: Case, tied: bool) -> torch.nn.Module:
     seed_all(case.seed)
-    model = resolve(case.model)(device=case.device)
+    model = model_factory(case)(device=case.device)
     if tied:
         for names in case.in_backward.tie:
             tie(model, names)
@@ -107,7 +113,8 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
         for params, kwargs in [g for _ in range(copies) for g in groups_of(in_backward, case)]:
             torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
 
-        inputs, loss_fn = make_data(case.data, case.device, batch=4)
+        features = getattr(model_factory(case), "in_features", IN_FEATURES)
+        inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features)
         for step in range(case.in_backward.steps):
             seed_all(case.seed + 1 + step)
             loss_fn(reference(inputs)).backward()

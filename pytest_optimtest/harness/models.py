@@ -10,12 +10,20 @@ import torch
 from ..models import IN_FEATURES
 
 
-def make_data(kind: str, device: str, batch: int = 10) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+def make_data(kind: str, device: str, batch: int = 10,
+              features: int = IN_FEATURES) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     """(input, loss_fn). 'random': seeded randn and a squared loss, so every weight gets a
     full-rank gradient; 'ones': PyTorch's torch.ones input and sum loss (rank-1 gradients)."""
     if kind == "ones":
-        return torch.ones(batch, IN_FEATURES, device=device), lambda out: out.sum()
-    return torch.randn(batch, IN_FEATURES, device=device), lambda out: out.pow(2).sum()
+        return torch.ones(batch, features, device=device), loss_for(kind)
+    return torch.randn(batch, features, device=device), loss_for(kind)
+
+
+def loss_for(kind: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The loss of a data kind: a sum over the batch, so shards' losses add up to the whole batch's."""
+    if kind == "ones":
+        return lambda out: out.sum()
+    return lambda out: out.pow(2).sum()
 
 
 def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:

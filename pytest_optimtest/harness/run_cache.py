@@ -8,6 +8,7 @@ from typing import Any
 from ..spec.case import Case
 from .compile_health import HealthRun, run_health
 from .compiled_run import CompiledRun, run_compiled
+from .distributed_run import DistributedRun, run_distributed
 
 
 class RunCache:
@@ -24,6 +25,10 @@ class RunCache:
     def health(self, case: Case) -> HealthRun:
         """The compile-health run of `case` (recompile, graph_breaks)."""
         return self._get("health", case, run_health)
+
+    def distributed(self, case: Case) -> DistributedRun:
+        """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""
+        return self._get("distributed", case, run_distributed)
 
     def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.id)

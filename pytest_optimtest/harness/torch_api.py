@@ -112,6 +112,19 @@ def recording_recompiles() -> Iterator[list[str]]:
             log_state.artifact_names.discard(_RECOMPILES_ARTIFACT)
 
 
+def unlimited_recompiles(limit: int = 100_000) -> contextlib.AbstractContextManager:
+    """Raise dynamo's recompile limits for the block, and make hitting one an error: past the
+    limit dynamo would otherwise run the function eagerly, without a word."""
+    import torch._dynamo.config as dynamo_config
+
+    return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=limit, fail_on_recompile_limit_hit=True)
+
+
+def is_identity_guard(failure: str) -> bool:
+    """A guard failure caused by a new object where the old one was (or was freed)."""
+    return "got deallocated" in failure or "___check_obj_id" in failure or "ID_MATCH" in failure
+
+
 def fail_on_recompile() -> contextlib.AbstractContextManager:
     """The public stance: any recompile inside raises, with dynamo's guard-failure reasons."""
     return torch.compiler.set_stance("fail_on_recompile")
@@ -170,17 +183,24 @@ def mark_step_called(optimizer: torch.optim.Optimizer) -> None:
 WRAPPER_ATTRIBUTES = frozenset({"_opt_called", "_zero_grad_profile_name", "_optimizer_step_code"})
 
 
+def distributed_optim() -> Any:
+    """The torch.distributed.optim module, imported without the torch.jit deprecation warnings
+    its import emits on 2.13 (they are torch's, not the user's code's)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*torch\.jit", category=DeprecationWarning)
+        import torch.distributed.optim as distributed_optim
+    return distributed_optim
+
+
 def apply_optimizer_in_backward(optimizer_cls: type, params: list, kwargs: dict, register_hook: bool = True) -> None:
     """torch.distributed.optim._apply_optimizer_in_backward: step `params` as their grads are ready."""
-    from torch.distributed.optim import _apply_optimizer_in_backward
-
-    _apply_optimizer_in_backward(optimizer_cls, params, optimizer_kwargs=kwargs, register_hook=register_hook)
+    distributed_optim()._apply_optimizer_in_backward(optimizer_cls, params, optimizer_kwargs=kwargs, register_hook=register_hook)
 
 
 def in_backward_optimizers(module: torch.nn.Module) -> list:
-    from torch.distributed.optim import _get_in_backward_optimizers
-
-    return _get_in_backward_optimizers(module)
+    return distributed_optim()._get_in_backward_optimizers(module)
 
 
 def optimizers_on_param(param: torch.Tensor) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import InBackwardSpec, RecompileSpec, Tolerance
+from .schema import DistributedSpec, InBackwardSpec, RecompileSpec, Tolerance
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,7 @@ class Variant:
     closure: bool = False
     scheduler: str | None = None
     primary: bool = False  # the first case's first grid combination: once-per-optimizer checks
+    distributed: bool = False  # a case the spec's `distributed` section names
 
     @property
     def plain(self) -> bool:
@@ -29,7 +30,7 @@ class KernelExpectation:
     torch_version: str
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Case:
     """Everything needed to run one optimizer configuration; raw spec values, built per run."""
 
@@ -50,6 +51,7 @@ class Case:
     min_movement: float = 10.0
     fallback_random: bool = False
     in_backward: InBackwardSpec = InBackwardSpec()
+    distributed: DistributedSpec = DistributedSpec()
     checks: tuple[str, ...] = ("parity", "kernel_count")
     kernels: KernelExpectation | None = None
     recompile: RecompileSpec = RecompileSpec()
@@ -63,6 +65,20 @@ class Case:
     @property
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
+
+    def __repr__(self) -> str:
+        """Code that loads this case again: what a falsifying example prints."""
+        return f"load_case({_shown_path(self.spec_path)!r}, {self.id!r})"
+
+
+def _shown_path(path: str) -> str:
+    import os
+
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,3 +106,27 @@ class HookOrderCase:
     @property
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
+
+
+@dataclass(frozen=True, eq=False)
+class FuzzCase:
+    """The Hypothesis properties of a spec on one device: `settings` per property (check name),
+    and the optimizer cases they draw from (none for module-tree properties)."""
+
+    id: str
+    spec_path: str
+    line: int | None
+    device: str
+    settings: dict[str, Any]
+    cases: tuple[Case, ...] = ()
+    checks: tuple[str, ...] = ()
+    skip: dict[str, str] = field(default_factory=dict)
+    xfail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
+
+    def drawable(self, base_check: str) -> tuple[Case, ...]:
+        """The cases a property may draw: those its base check is neither skipped nor xfailed for."""
+        return tuple(c for c in self.cases if base_check not in c.skip and base_check not in c.xfail)

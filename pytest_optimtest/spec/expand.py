@@ -8,17 +8,17 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from .case import Case, HookOrderCase, KernelExpectation, Variant
+from .case import Case, FuzzCase, HookOrderCase, KernelExpectation, Variant
 from .errors import did_you_mean
 from .loader import Locator
-from .schema import CaseSpec, HookOrderSpec, Spec
+from .schema import CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec
 from .values import build_kwargs, resolve, value_problem
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
 
-def expand(spec: Spec | HookOrderSpec, locator: Locator, checks: Mapping[str, Any] | None = None,
-           torch_version: str | None = None) -> list[Case] | list[HookOrderCase]:
+def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, checks: Mapping[str, Any] | None = None,
+           torch_version: str | None = None) -> list[Case | HookOrderCase | FuzzCase]:
     """Every case of a spec, validated against the real optimizer and schedulers.
 
     `checks` maps names to objects with `applies_to(Variant)`. Defaults: the registered
@@ -35,6 +35,9 @@ def expand(spec: Spec | HookOrderSpec, locator: Locator, checks: Mapping[str, An
         torch_version = running()
     if isinstance(spec, HookOrderSpec):
         return [_hook_order_case(spec, locator, torch_version)]
+    if isinstance(spec, HookOrderFuzzSpec):
+        return [FuzzCase(spec.name, locator.path, locator.line(("name",)), "cpu", {"fuzz_hook_order": spec},
+                         checks=("fuzz_hook_order",))]
     optimizer_cls = _resolve_optimizer(spec.optimizer, locator)
     _check_names(spec, locator, check_names)
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
@@ -51,6 +54,7 @@ def expand(spec: Spec | HookOrderSpec, locator: Locator, checks: Mapping[str, An
         _check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"), locator)
     _check_values({"model": {"import": spec.model}}, (), locator)
     prefix = spec.name or optimizer_cls.__name__.lower()
+    distributed = _distributed_cases(spec, locator)
 
     cases: list[Case] = []
     seen: dict[str, int] = {}
@@ -68,14 +72,36 @@ def expand(spec: Spec | HookOrderSpec, locator: Locator, checks: Mapping[str, An
                 _check_constructor(optimizer_cls, kwargs, spec, where, locator)
                 for scheduler in _scheduler_names(entry, schedulers):
                     for closure in entry.closure or spec.closure:
-                        variant = Variant(device, closure, scheduler, primary=index == 0 and combo == 0)
+                        variant = Variant(device, closure, scheduler, primary=index == 0 and combo == 0,
+                                          distributed=entry.name in distributed)
                         case = _make_case(spec, entry, locator, index, prefix, grid_values, kwargs,
                                           variant, checks, torch_version)
                         if case.id in seen:
                             raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
                         seen[case.id] = index
                         cases.append(case)
-    return cases
+    return cases + _fuzz_cases(spec, locator, prefix, cases)
+
+
+FUZZ_CHECKS = {"parity": "fuzz_parity", "in_backward": "fuzz_in_backward"}
+
+
+def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case]) -> list[FuzzCase]:
+    """One FuzzCase per device for the spec's `fuzz` section, drawing its plain cases."""
+    if spec.fuzz is None:
+        return []
+    settings = {FUZZ_CHECKS[name]: value for name, value in spec.fuzz if value is not None}
+    checks = tuple(c for c in settings if spec.checks is None or c in spec.checks)
+    out = []
+    for device in spec.devices:
+        case_id = f"{prefix}-fuzz-{device}"
+        out.append(FuzzCase(
+            case_id, locator.path, locator.line(("fuzz",)), device, settings,
+            cases=tuple(c for c in cases if c.device == device and not c.closure and c.scheduler is None),
+            checks=checks, skip=_rule_reasons(spec.skip, case_id, device, checks),
+            xfail=_rule_reasons(spec.xfail, case_id, device, checks),
+        ))
+    return out
 
 
 def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix: str,
@@ -108,6 +134,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         min_movement=spec.min_movement,
         fallback_random=spec.fallback_random,
         in_backward=spec.in_backward,
+        distributed=spec.distributed,
         checks=applied,
         kernels=_kernel_expectation(spec.kernel_counts, ("kernel_counts",), locator, case_id, device, torch_version),
         recompile=spec.recompile,
@@ -121,6 +148,15 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         skip=_rule_reasons(spec.skip, case_id, device, applied),
         xfail=_rule_reasons(spec.xfail, case_id, device, applied),
     )
+
+
+def _distributed_cases(spec: Spec, locator: Locator) -> set[str]:
+    names = [c.name for c in spec.cases]
+    chosen = spec.distributed.cases if spec.distributed.cases is not None else names[:1]
+    for i, name in enumerate(chosen):
+        if name not in names:
+            raise locator.error(("distributed", "cases", i), f"no case named {name!r}{did_you_mean(name, names)}")
+    return set(chosen)
 
 
 def _id_part(key: str, value: Any) -> str:

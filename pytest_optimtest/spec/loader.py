@@ -12,7 +12,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from .errors import SpecError, did_you_mean, key_path
-from .schema import HookOrderSpec, Spec
+from .schema import HookOrderFuzzSpec, HookOrderSpec, Spec
+
+KINDS = {"hook_order": HookOrderSpec, "hook_order_fuzz": HookOrderFuzzSpec}
 
 
 @dataclass
@@ -56,7 +58,7 @@ def to_plain(node: Any) -> Any:
     return node
 
 
-def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec, Locator]:
+def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpec, Locator]:
     """Parse and validate one spec file; raise `SpecError` on any bad input."""
     path = str(path)
     try:
@@ -74,7 +76,11 @@ def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec, Locator]:
         raise SpecError(path, 1, "", "empty spec: expected a mapping with at least 'optimizer'")
     if not isinstance(root, CommentedMap):
         raise SpecError(path, _line_of(root) or 1, "", f"a spec is a mapping, not {type(root).__name__}")
-    schema = HookOrderSpec if root.get("kind") == "hook_order" else Spec
+    kind = root.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise locator.error(("kind",), f"unknown kind {kind!r}{did_you_mean(str(kind), KINDS)}; "
+                                       f"one of {', '.join(KINDS)}, or none for an optimizer spec")
+    schema = KINDS.get(kind, Spec)
     try:
         spec = schema.model_validate(to_plain(root))
     except pydantic.ValidationError as exc:

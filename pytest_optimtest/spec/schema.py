@@ -151,6 +151,82 @@ class RecompileSpec(_Strict):
     load_state_dict: int = Field(1, ge=0, description="recompiles a load_state_dict into the compiled optimizer may cause")
 
 
+class DistributedSpec(_Strict):
+    """The distributed checks: a whole train step compiled in one process vs DDP (and ZeRO) on N ranks."""
+
+    cases: list[str] | None = Field(
+        None, description="names of the cases to run on N ranks, with their scheduler variants (default: the first case)"
+    )
+    world_size: int = Field(2, ge=2)
+    iterations: int = Field(3, ge=1, description="train steps: forward, backward, optimizer step, zero_grad")
+    batch: int = Field(8, ge=1, description="global batch, split evenly across the ranks")
+    zero: bool = Field(True, description="also run ZeroRedundancyOptimizer over the spec's optimizer")
+    timeout_s: float = Field(180, gt=0, description="a rank still running after this is killed and the test fails")
+    tolerance: Tolerance | None = Field(
+        None, description="for DDP vs one process (a sharded batch sums in another order); default: the case's"
+    )
+
+    @model_validator(mode="after")
+    def _batch_splits(self) -> DistributedSpec:
+        if self.batch % self.world_size:
+            raise ValueError(f"batch {self.batch} does not split evenly across world_size {self.world_size} ranks")
+        return self
+
+
+PROFILES = ("ci", "dev", "nightly")
+
+
+def _examples(value: Any) -> Any:
+    """A bare count is the dev profile's; a mapping gives counts per Hypothesis profile."""
+    return {"dev": value} if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class FuzzProperty(_Strict):
+    """One Hypothesis property and its example counts per settings profile."""
+
+    examples: dict[str, int] = Field(
+        {}, description="examples per Hypothesis profile, e.g. {ci: 10, dev: 30}; a bare number is dev's; "
+        "a profile not named runs its own max_examples (ci 10, dev 30, nightly 1000)"
+    )
+
+    @field_validator("examples", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return _examples(value)
+
+    @field_validator("examples")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for profile, count in value.items():
+            if count < 1:
+                raise ValueError(f"examples[{profile!r}] must be at least 1, got {count}")
+        return value
+
+
+class FuzzParity(FuzzProperty):
+    """Compiled vs eager step on fuzzed parameter shapes (0-d, one-element, empty, views)."""
+
+    dynamic: bool = Field(True, description="compile with dynamic shapes (one symbolic graph for every size)")
+    steps: int = Field(2, ge=1)
+    max_params: int = Field(4, ge=1)
+    max_dims: int = Field(3, ge=0)
+    max_side: int = Field(4, ge=1)
+
+
+class FuzzInBackward(FuzzProperty):
+    """In-backward vs the normally stepped reference on fuzzed MLPs, tied and untied."""
+
+    max_depth: int = Field(3, ge=2)
+    max_width: int = Field(6, ge=1)
+
+
+class FuzzSpec(_Strict):
+    """Hypothesis properties of this optimizer; each draws the spec's plain cases."""
+
+    parity: FuzzParity | None = None
+    in_backward: FuzzInBackward | None = None
+
+
 class Spec(_Strict):
     """One optimizer's test matrix."""
 
@@ -188,6 +264,8 @@ class Spec(_Strict):
     )
     cudagraphs: bool = Field(True, description="run CUDA cases under inductor's cudagraphs, as PyTorch's tests")
     in_backward: InBackwardSpec = InBackwardSpec()
+    distributed: DistributedSpec = DistributedSpec()
+    fuzz: FuzzSpec | None = Field(None, description="Hypothesis properties: parity, in_backward")
     checks: list[str] | None = Field(
         None, description="checks to run (default: every registered check); each applies to the cases it can say something about"
     )
@@ -268,11 +346,20 @@ class HookOrderSpec(_Strict):
         return value
 
 
+class HookOrderFuzzSpec(FuzzProperty):
+    """ModTracker on Hypothesis-drawn module trees: events nest, and equal the derived order."""
+
+    kind: Literal["hook_order_fuzz"]
+    name: str = Field(pattern=NAME, description="the test id")
+    max_leaves: int = Field(6, ge=1, description="Linear leaves per tree, at most")
+    max_children: int = Field(3, ge=1, description="children per container, at most")
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of a spec file, for editor completion."""
     from pydantic import TypeAdapter
 
-    schema = TypeAdapter(Spec | HookOrderSpec).json_schema()
+    schema = TypeAdapter(Spec | HookOrderSpec | HookOrderFuzzSpec).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-optimtest spec"
     return schema

@@ -1,0 +1,113 @@
+"""Distributed: a compiled whole train step vs DDP on N ranks; ZeRO vs the unsharded optimizer."""
+
+from __future__ import annotations
+
+from ..harness.compare import listed, max_movement, non_finite, value_differences
+from ..harness.distributed_run import DistributedRun, unavailable_reason
+from ..harness.models import make_optimizer
+from ..spec.schema import Tolerance
+from .base import NotApplicable
+
+EXACT = Tolerance(atol=0.0, rtol=0.0)
+
+
+def _run(case, runs) -> DistributedRun:
+    reason = unavailable_reason(case)
+    if reason:
+        raise NotApplicable(reason)
+    return runs.distributed(case)
+
+
+def _tolerance(case) -> Tolerance:
+    return case.distributed.tolerance or case.tolerance
+
+
+def _not_vacuous(run: DistributedRun) -> float:
+    case, tol = run.case, _tolerance(run.case)
+    diverged = non_finite(run.eager)
+    if diverged:
+        raise AssertionError(f"{case.id}: one-process eager params {diverged} became NaN/inf; equality would mean nothing")
+    moved = max_movement(run.initial_params, run.eager, tol)
+    if moved < case.min_movement:
+        raise AssertionError(
+            f"{case.id}: vacuous comparison: over {case.distributed.iterations} train steps the params moved at most "
+            f"{moved:.3g} tolerances (need {case.min_movement:g}); raise lr or distributed.iterations in {case.location}"
+        )
+    return moved
+
+
+def _ranks_agree(run: DistributedRun, attr: str) -> list[str]:
+    """DDP keeps replicas bitwise identical; any difference between ranks is the optimizer's."""
+    first = getattr(run.ranks[0], attr)
+    return [
+        f"rank {r} vs rank 0: {d}"
+        for r, result in enumerate(run.ranks[1:], start=1)
+        for d in value_differences("param", first, getattr(result, attr), EXACT, ("rank 0", f"rank {r}"))
+    ]
+
+
+RANKS_DISAGREE = ("replicas differ between ranks (they must stay bitwise identical: does the update depend on "
+                  "the rank, e.g. draw from an unseeded generator?)")
+
+
+def _report(header: str, sections: list[tuple[str, list[str]]]) -> None:
+    """Raise one AssertionError listing each non-empty section under its title."""
+    found = [(title, problems) for title, problems in sections if problems]
+    if found:
+        raise AssertionError(header + "".join(f"\n {title}:" + listed(problems, 4).replace("\n", "\n  ")
+                                               for title, problems in found))
+
+
+def check_distributed(case, runs) -> str:
+    run = _run(case, runs)
+    tol, ws = _tolerance(case), case.distributed.world_size
+    if run.graph_count == 0:
+        raise AssertionError(f"{case.id}: not compiled: torch.compile of the train step captured no graph; "
+                             f"graph breaks: {run.graph_breaks or 'none'}")
+    moved = _not_vacuous(run)
+    ddp = run.ranks[0].params
+    versus_ddp = value_differences("param", ddp, run.compiled, tol, ("DDP rank 0", "compiled"))
+    alone = value_differences("param", run.eager, run.compiled, tol)
+    origin = (f"in one process compiled differs from eager too ({len(alone)} params): the compile's difference, not DDP's"
+              if alone else "in one process compiled equals eager: the difference shows only against DDP")
+    _report(
+        f"{case.id}: after {case.distributed.iterations} train steps on a global batch of "
+        f"{case.distributed.batch} (DDP: {ws} {run.backend} ranks x {case.distributed.batch // ws}):",
+        [
+            (f"DDP {RANKS_DISAGREE}", _ranks_agree(run, "params")),
+            ("eager DDP vs eager one-process", value_differences("param", run.eager, ddp, tol, ("one-process", "DDP rank 0"))),
+            (f"compiled one-process vs DDP ({origin})", versus_ddp),
+        ],
+    )
+    return (f"{len(ddp)} params equal: compiled train step ({run.graph_count} graphs, {len(run.graph_breaks)} "
+            f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol")
+
+
+def check_zero(case, runs) -> str:
+    run = _run(case, runs)
+    tol, ws = _tolerance(case), case.distributed.world_size
+    _not_vacuous(run)
+    sections = [(f"ZeRO {RANKS_DISAGREE}", _ranks_agree(run, "zero_params"))]
+    sections += [(f"ZeRO vs unsharded on rank {r}", value_differences("param", result.params, result.zero_params, tol, ("unsharded", "ZeRO")))
+                 for r, result in enumerate(run.ranks)]
+    unsharded = run.ranks[0].state_dict
+    loaded, refused = _load_into_plain(case, run.ranks[0].zero_state_dict)
+    sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(
+        "state", unsharded["state"], loaded.state_dict()["state"], tol, ("unsharded", "loaded"))))
+    _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections)
+    entries = sum(len(s) for s in unsharded["state"].values())
+    return (f"ZeRO params equal the unsharded optimizer's on {ws} ranks; consolidated state_dict "
+            f"({entries} state entries) loads into a plain optimizer and equals the unsharded state")
+
+
+def _load_into_plain(case, state_dict):
+    """(a plain optimizer of the case loaded with ZeRO's consolidated state_dict, None), or (None, why not)."""
+    from ..spec.values import resolve
+
+    model = resolve(case.model)(device=case.device)
+    opt = make_optimizer(case, model.parameters())
+    try:
+        opt.load_state_dict(state_dict)
+    except Exception as exc:  # the property under test: it must load
+        return None, f"does not load into a plain {type(opt).__name__}: {type(exc).__name__}: {exc}"
+    return opt, None

@@ -1,0 +1,167 @@
+"""A whole train step in one process (eager and compiled) vs DDP and ZeRO on N ranks.
+
+Seed 002's comparison with public APIs: every rank gets its shard of the same global
+batch; DDP averages the shards' gradients, and multiplying them by the world size (the
+seed's scaling) makes them the gradient of the whole batch's summed loss, which is what
+the one-process run computes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ..spec.case import Case
+from ..spec.values import build_kwargs, resolve
+from . import torch_api
+from .compiled_run import make_scheduler, step_scheduler
+from .devices import seed_all
+from .isolation import isolated_case
+from .models import loss_for, make_data, make_optimizer
+from .ranks import RankJob, run_ranks
+
+
+@dataclass
+class RankResult:
+    """What one rank ended with, on CPU."""
+
+    params: dict[str, torch.Tensor]
+    state_dict: dict[str, Any]
+    zero_params: dict[str, torch.Tensor] | None = None
+    zero_state_dict: dict[str, Any] | None = None  # consolidated; rank 0 only
+
+
+@dataclass
+class DistributedRun:
+    """The one-process eager and compiled runs, and every rank's DDP (and ZeRO) run."""
+
+    case: Case
+    initial_params: dict[str, torch.Tensor]
+    eager: dict[str, torch.Tensor]
+    eager_state_dict: dict[str, Any]
+    compiled: dict[str, torch.Tensor]
+    ranks: list[RankResult]
+    backend: str
+    graph_count: int
+    graph_breaks: list[str]
+    seconds: float  # the ranks, from spawn to teardown
+
+
+@dataclass(frozen=True)
+class _Payload:
+    case: Case
+    batches: list[torch.Tensor]  # the global batches, on CPU
+    zero: bool
+
+
+def unavailable_reason(case: Case) -> str | None:
+    """Why this machine cannot run the case on `world_size` ranks, or None."""
+    world_size = case.distributed.world_size
+    if case.device == "cuda" and torch.cuda.device_count() < world_size:
+        return f"distributed cuda case: needs {world_size} CUDA devices (one per rank), found {torch.cuda.device_count()}"
+    if case.device not in ("cpu", "cuda"):
+        return f"distributed: no backend for device {case.device!r} (gloo on cpu, nccl on cuda)"
+    return None
+
+
+def run_distributed(case: Case) -> DistributedRun:
+    """Run the case's train step on its ranks, then in this process eagerly and compiled."""
+    spec = case.distributed
+    seed_all(case.seed + 1000)
+    batches = [make_data(case.data, "cpu", spec.batch)[0] for _ in range(spec.iterations)]
+    backend = "nccl" if case.device == "cuda" else "gloo"
+    zero = "zero" in case.checks
+    start = time.perf_counter()
+    job = RankJob("pytest_optimtest.harness.distributed_run:rank_main", _Payload(case, batches, zero),
+                  spec.world_size, backend, spec.timeout_s)
+    ranks = run_ranks(job)
+    seconds = time.perf_counter() - start
+    with isolated_case(case):
+        initial, eager, eager_state, _ = _train_local(case, batches, compiled=False)
+        torch_api.reset_compile_state()
+        _, compiled, _, _ = _train_local(case, batches, compiled=True)
+        graphs, breaks = torch_api.captured_graph_count(), torch_api.graph_break_reasons()
+    return DistributedRun(case, initial, eager, eager_state, compiled, ranks, backend, graphs, breaks, seconds)
+
+
+def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
+    seed_all(case.seed)
+    model = resolve(case.model)(device=case.device)
+    initial = _cpu_params(model)
+    opt = make_optimizer(case, model.parameters())
+    scheduler = make_scheduler(case, opt) if case.scheduler else None
+    loss_fn = loss_for(case.data)
+
+    def train_step(inputs: torch.Tensor) -> None:
+        loss_fn(model(inputs)).backward()
+        opt.step()
+        opt.zero_grad()
+
+    step = torch.compile(train_step, backend="inductor") if compiled else train_step
+    for batch in batches:
+        step(batch.to(case.device))
+        if scheduler is not None:
+            step_scheduler(scheduler)
+    return initial, _cpu_params(model), _cpu(opt.state_dict()), opt
+
+
+def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
+    """One rank (runs in the rank's process): DDP with the plain optimizer, then with ZeRO."""
+    case = payload.case
+    device = f"cuda:{rank}" if case.device == "cuda" else case.device
+    if case.device == "cuda":
+        torch.cuda.set_device(rank)
+    case = replace(case, device=device)
+    params, state = _train_ddp(case, payload.batches, rank, world_size, zero=False)
+    result = RankResult(params, state)
+    if payload.zero:
+        result.zero_params, result.zero_state_dict = _train_ddp(case, payload.batches, rank, world_size, zero=True)
+    return result
+
+
+def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: int, zero: bool):
+    from torch.nn.parallel import DistributedDataParallel
+
+    seed_all(case.seed)
+    model = resolve(case.model)(device=case.device)
+    ddp = DistributedDataParallel(model, device_ids=[rank] if case.device.startswith("cuda") else None)
+    if zero:
+        opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=resolve(case.optimizer),
+                                      **build_kwargs(case.kwargs, case.device))
+    else:
+        opt = make_optimizer(case, ddp.parameters())
+    scheduler = make_scheduler(case, opt) if case.scheduler else None
+    loss_fn = loss_for(case.data)
+    for batch in batches:
+        loss_fn(ddp(batch.chunk(world_size)[rank].to(case.device))).backward()
+        with torch.no_grad():  # DDP averages over ranks; the one-process loss sums the whole batch
+            for p in ddp.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(world_size)
+        opt.step()
+        opt.zero_grad()
+        if scheduler is not None:
+            step_scheduler(scheduler)
+    if zero:
+        opt.consolidate_state_dict(to=0)
+        state = _cpu(opt.state_dict()) if rank == 0 else None
+    else:
+        state = _cpu(opt.state_dict())
+    return _cpu_params(model), state
+
+
+def _cpu_params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
+
+
+def _cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {k: _cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cpu(v) for v in value)
+    return value

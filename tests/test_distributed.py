@@ -1,0 +1,170 @@
+"""The distributed and zero checks: real ranks (gloo on CPU), planted rank faults, teardown."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers import cases_from, one_case
+
+from pytest_optimtest.checks import CHECKS, NotApplicable
+from pytest_optimtest.harness.ranks import RankFailure
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.spec import SpecError
+
+
+def run(check, case, runs=None):
+    return CHECKS[check].run(case, runs or RunCache())
+
+
+def failure(check, case, runs=None) -> AssertionError:
+    with pytest.raises(AssertionError) as info:
+        run(check, case, runs)
+    return info.value
+
+
+def spec(optimizer, kwargs="{lr: 0.1}", distributed="{}", checks="[distributed, zero]"):
+    return f"optimizer: {optimizer}\nkwargs: {kwargs}\ndistributed: {distributed}\nchecks: {checks}\n"
+
+
+def test_adam_with_a_scheduler_matches_ddp_and_zero(tmp_path):
+    (case,) = [c for c in cases_from(tmp_path, """
+optimizer: torch.optim.Adam
+cases:
+  - name: tensor_lr
+    kwargs: {lr: {tensor: 0.01}}
+    schedulers: true
+schedulers:
+  OneCycleLR: {max_lr: 0.02, cycle_momentum: false, steps_per_epoch: 1, epochs: 10}
+checks: [distributed, zero]
+""")]
+    assert case.id == "adam-tensor_lr-onecyclelr-cpu" and case.checks == ("distributed", "zero")
+    runs = RunCache()
+    assert "DDP on 2 gloo ranks" in run("distributed", case, runs)
+    assert "loads into a plain optimizer" in run("zero", case, runs)
+    assert runs.cases_run == 1  # one set of ranks feeds both checks
+
+
+def test_rank_dependent_update_is_reported(tmp_path):
+    case = one_case(tmp_path, spec("planted:RankNoiseSGD", checks="[distributed]"))
+    message = str(failure("distributed", case))
+    assert "rank 1 vs rank 0: param" in message
+    assert "unseeded generator" in message
+
+
+def test_global_random_draws_are_consistent_across_seeded_ranks(tmp_path):
+    # NoisySGD draws from torch's default generator, which every rank seeds alike: no rank fault.
+    # The one-process compiled run draws differently (inductor's RNG), as parity would show.
+    case = one_case(tmp_path, spec("planted:NoisySGD", checks="[distributed]"))
+    message = str(failure("distributed", case))
+    assert "rank 1 vs rank 0" not in message
+    assert "compiled one-process vs DDP" in message
+
+
+def test_compiled_only_drift_is_reported_against_ddp(tmp_path):
+    case = one_case(tmp_path, spec("planted:CompiledOnlyDrift", checks="[distributed]"))
+    message = str(failure("distributed", case))
+    assert "compiled one-process vs DDP (in one process compiled differs from eager too" in message
+    assert "param['1.bias']" in message
+    assert "eager DDP vs eager" not in message
+
+
+def test_zero_catches_an_optimizer_that_couples_params(tmp_path):
+    # Clipping by the norm of every grad in the optimizer: ZeRO's shards each see only their own.
+    case = one_case(tmp_path, spec("planted:ItemClipSGD", checks="[zero]"))
+    assert "ZeRO vs unsharded on rank" in str(failure("zero", case))
+
+
+def test_crashed_rank_fails_at_once_and_leaves_no_process(tmp_path):
+    case = one_case(tmp_path, spec("planted:CrashOnRank1", distributed="{timeout_s: 600}", checks="[distributed]"))
+    error = failure("distributed", case)
+    assert isinstance(error, RankFailure)
+    assert "rank 1 failed (exit code 3)" in str(error)  # not the 600 s timeout: the others were killed
+    _assert_gone(error.pids)
+
+
+def test_hung_rank_times_out_and_leaves_no_process(tmp_path):
+    case = one_case(tmp_path, spec("planted:HangOnRank1", distributed="{timeout_s: 15}", checks="[distributed]"))
+    error = failure("distributed", case)
+    assert isinstance(error, RankFailure)
+    assert "did not finish within 15s" in str(error)
+    _assert_gone(error.pids)
+
+
+def _assert_gone(pids):
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_cuda_case_needs_a_gpu_per_rank(tmp_path):
+    (case,) = [c for c in cases_from(tmp_path, spec("torch.optim.SGD") + "devices: [cuda]\n")]
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has 2 GPUs")
+    with pytest.raises(NotApplicable, match="needs 2 CUDA devices"):
+        run("distributed", case)
+
+
+def test_distributed_cases_default_to_the_first_and_scheduler_variants_come_along(tmp_path):
+    cases = cases_from(tmp_path, """
+optimizer: torch.optim.SGD
+kwargs: {lr: 0.1}
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {momentum: 0.9}
+    schedulers: true
+schedulers:
+  StepLR: {step_size: 1}
+closure: [false, true]
+""")
+    with_distributed = [c.id for c in cases if "distributed" in c.checks]
+    assert with_distributed == ["sgd-default-cpu"]
+    cases = cases_from(tmp_path, """
+optimizer: torch.optim.SGD
+kwargs: {lr: 0.1}
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {momentum: 0.9}
+    schedulers: true
+schedulers:
+  StepLR: {step_size: 1}
+distributed: {cases: [momentum]}
+""")
+    assert [c.id for c in cases if "zero" in c.checks] == ["sgd-momentum-steplr-cpu"]
+
+
+@pytest.mark.parametrize("section, where, says", [
+    ("{cases: [defualt]}", "distributed.cases[0]", "did you mean 'default'"),
+    ("{batch: 7}", "distributed", "does not split evenly across world_size 2"),
+    ("{world_size: 1}", "distributed.world_size", "greater than or equal to 2"),
+])
+def test_bad_distributed_section_names_line_and_key(tmp_path, section, where, says):
+    with pytest.raises(SpecError) as info:
+        cases_from(tmp_path, f"optimizer: torch.optim.SGD\nkwargs: {{lr: 0.1}}\ndistributed: {section}\n")
+    text = str(info.value)
+    assert "spec.yaml:3" in text and where in text and says in text
+
+
+def test_xdist_workers_run_ranks_side_by_side(pytester):
+    # Four 2-rank runs on two xdist workers at once: the store binds port 0, so ports never collide.
+    pytester.makefile(".yaml", sgd="""
+optimizer: torch.optim.SGD
+kwargs: {lr: 0.1}
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {momentum: 0.9}
+  - name: nesterov
+    kwargs: {momentum: 0.9, nesterov: true}
+  - name: weight_decay
+    kwargs: {weight_decay: 0.1}
+distributed: {cases: [default, momentum, nesterov, weight_decay], iterations: 2}
+checks: [distributed]
+""")
+    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-n", "2", "-p", "no:randomly")
+    result.assert_outcomes(passed=4)

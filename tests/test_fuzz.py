@@ -1,0 +1,143 @@
+"""The Hypothesis properties: fuzz sections, profiles, shrinking to a reproducer, planted faults."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import cases_from
+from hypothesis import settings
+
+from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.checks.fuzz import nesting_problem
+from pytest_optimtest.harness.hook_recorder import HookEvent
+from pytest_optimtest.harness.properties import active_profile, property_settings, register_profiles
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.spec import SpecError
+
+
+def fuzz_case(tmp_path, text):
+    (fuzz,) = [c for c in cases_from(tmp_path, text) if "-fuzz-" in c.id]
+    return fuzz
+
+
+@pytest.fixture
+def ci_profile():
+    register_profiles()
+    previous = settings.get_current_profile_name()
+    settings.load_profile("ci")
+    yield
+    settings.load_profile(previous)
+
+
+def test_profiles_are_registered_and_spec_counts_apply_per_profile(ci_profile):
+    assert active_profile() == "ci"
+    name, chosen = property_settings({"dev": 50})
+    assert (name, chosen.max_examples, chosen.derandomize, chosen.database) == ("ci", 10, True, None)
+    assert property_settings({"ci": 3})[1].max_examples == 3
+    assert settings.get_profile("nightly").max_examples == 1000
+
+
+def test_fuzz_section_makes_one_case_per_device_drawing_plain_cases(tmp_path):
+    fuzz = fuzz_case(tmp_path, """
+optimizer: torch.optim.SGD
+kwargs: {lr: 0.1}
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {momentum: 0.9}
+closure: [false, true]
+fuzz:
+  parity: {examples: 5}
+  in_backward: {examples: {ci: 2, dev: 4}}
+xfail:
+  - {cases: "sgd-momentum-*", checks: [parity], reason: "planted"}
+""")
+    assert fuzz.id == "sgd-fuzz-cpu" and fuzz.checks == ("fuzz_parity", "fuzz_in_backward")
+    assert [c.id for c in fuzz.drawable("parity")] == ["sgd-default-cpu"]
+    assert [c.id for c in fuzz.drawable("in_backward")] == ["sgd-default-cpu", "sgd-momentum-cpu"]
+    assert fuzz.settings["fuzz_in_backward"].examples == {"ci": 2, "dev": 4}
+
+
+@pytest.mark.parametrize("section, key, says", [
+    ("{parity: {exampels: 3}}", "fuzz.parity.exampels", "did you mean 'examples'"),
+    ("{parity: {examples: 0}}", "fuzz.parity.examples", "must be at least 1"),
+    ("{parity: {max_dims: -1}}", "fuzz.parity.max_dims", "greater than or equal to 0"),
+])
+def test_bad_fuzz_section_names_line_and_key(tmp_path, section, key, says):
+    with pytest.raises(SpecError) as info:
+        cases_from(tmp_path, f"optimizer: torch.optim.SGD\nkwargs: {{lr: 0.1}}\nfuzz: {section}\n")
+    assert "spec.yaml:3" in str(info.value) and key in str(info.value) and says in str(info.value)
+
+
+def test_parity_property_passes_on_adam_with_dynamic_shapes(tmp_path, ci_profile):
+    fuzz = fuzz_case(tmp_path, """
+optimizer: torch.optim.Adam
+kwargs: {lr: 0.01}
+cases:
+  - name: default
+  - name: amsgrad
+    kwargs: {amsgrad: true, weight_decay: 0.1}
+fuzz: {parity: {examples: {ci: 6}}}
+""")
+    summary = CHECKS["fuzz_parity"].run(fuzz, RunCache())
+    assert summary.startswith("6 examples (profile ci") and "dynamic=True" in summary
+
+
+def test_a_zero_dim_fault_is_found_by_the_ci_profile_and_shrunk_to_a_reproducer(pytester):
+    # The planted optimizer reads p.shape[0]; the ci profile must find a 0-d param and shrink to it.
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    pytester.makefile(".yaml", firstdim="""
+optimizer: planted:FirstDimSGD
+kwargs: {lr: 0.1}
+fuzz: {parity: {examples: {ci: 10}}}
+checks: [fuzz_parity]
+""")
+    result = pytester.runpytest_subprocess("--optim-spec", "firstdim.yaml", "--hypothesis-profile", "ci")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*falsified (hypothesis profile 'ci'*minimal example:",
+        "    case=load_case('firstdim.yaml', 'firstdimsgd-default-cpu'), params=Params(Param(()))",
+        "*IndexError*",
+        "rerun: pytest --optim-spec *firstdim.yaml -k \"firstdimsgd-fuzz-cpu and fuzz_parity\" --hypothesis-profile ci",
+        "    @example(case=load_case('firstdim.yaml', 'firstdimsgd-default-cpu'), params=Params(Param(())))",
+    ])
+
+
+def test_in_backward_property_finds_a_shared_step_count(tmp_path, ci_profile):
+    # SharedCountSGD decays its step with a count shared by all instances: per-param optimizers break it.
+    fuzz = fuzz_case(tmp_path, "optimizer: planted:SharedCountSGD\nkwargs: {lr: 0.1}\nfuzz: {in_backward: {examples: 10}}\n")
+    with pytest.raises(AssertionError, match=r"(?s)minimal example:\n    case=load_case\(.*model=MLP\("):
+        CHECKS["fuzz_in_backward"].run(fuzz, RunCache())
+
+
+def test_in_backward_property_passes_on_tied_and_untied_mlps(tmp_path, ci_profile):
+    fuzz = fuzz_case(tmp_path, "optimizer: torch.optim.Adam\nkwargs: {lr: 0.01}\nfuzz: {in_backward: {examples: 10}}\n")
+    summary = CHECKS["fuzz_in_backward"].run(fuzz, RunCache())
+    assert "10 examples" in summary and " 0 tied" not in summary
+
+
+def test_hook_order_property_on_module_trees(tmp_path, ci_profile):
+    path = tmp_path / "trees.yaml"
+    path.write_text("kind: hook_order_fuzz\nname: trees\nexamples: {ci: 25}\n")
+    from pytest_optimtest.spec import expand, load_spec
+
+    (fuzz,) = expand(*load_spec(path))
+    assert "25 module trees (profile ci)" in CHECKS["fuzz_hook_order"].run(fuzz, RunCache())
+
+
+def ev(kind, module, is_bw=None):
+    return HookEvent(kind, module, True, kind.endswith("bw") if is_bw is None else is_bw)
+
+
+def test_nesting_accepts_shared_tensor_orders_and_rejects_broken_nesting():
+    forward = [ev("pre_fw", "A"), ev("pre_fw", "A.b"), ev("post_fw", "A.b"), ev("post_fw", "A")]
+    # A and A.b share input and output: A.b's pre_bw comes first, A's post_bw first (registration order).
+    shared = [ev("pre_bw", "A.b"), ev("pre_bw", "A"), ev("post_bw", "A"), ev("post_bw", "A.b")]
+    assert nesting_problem(forward + shared) is None
+    crossed = [ev("pre_fw", "A"), ev("pre_fw", "A.b"), ev("post_fw", "A"), ev("post_fw", "A.b")]
+    assert "post_fw A while A.b is open" in nesting_problem(crossed)
+    apart = [ev("pre_bw", "A"), ev("post_bw", "A"), ev("pre_bw", "A.b"), ev("post_bw", "A.b")]
+    assert "does not overlap its parent A" in nesting_problem(forward + apart)
+    assert "is_bw" in nesting_problem([ev("pre_fw", "A", is_bw=True), ev("post_fw", "A")])
