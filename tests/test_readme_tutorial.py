@@ -16,3 +16,13 @@ def test_tutorial_spec_passes(pytester):
     # the first case's once-per-optimizer checks (closure_graph_break is deselected by -k; no_leak is xfailed);
     # distributed and zero on the first case
     result.assert_outcomes(passed=4 * 3 + 2 * 5 + 3 + 2, xfailed=1)
+
+
+def test_readme_strategies_example_runs(monkeypatch):
+    readme = (LION.parent.parent / "README.md").read_text()
+    start = readme.index("@given(spec_cases")
+    block = readme[readme.rindex("```python", 0, start) + len("```python"):readme.index("```", start)]
+    monkeypatch.chdir(LION.parent.parent)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    namespace["test_adam_never_makes_nan"]()

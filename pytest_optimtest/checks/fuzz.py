@@ -103,15 +103,20 @@ def check_fuzz_in_backward(fuzz, runs) -> str:
 
     def example(case, model) -> None:
         fuzzed = replace(case, model=model, in_backward=case.in_backward.model_copy(update={"tie": model.tie_names()}))
-        compare_in_backward(fuzzed, tied=bool(model.ties))
+        _, _, moved = compare_in_backward(fuzzed, tied=bool(model.ties), require_movement=False)
         seen["tied" if model.ties else "untied"] += 1
+        seen["moved"] += moved >= case.min_movement
 
     shapes = {"max_depth": prop.max_depth, "max_width": prop.max_width}
     run = run_property(f"{fuzz.id} fuzz_in_backward", {
         "case": st.sampled_from(cases),
         "model": st.one_of(mlps(**shapes), mlps(**shapes, tied=True)),
     }, example, prop.examples, _rerun(fuzz, "fuzz_in_backward"))
-    return f"{run.examples} examples (profile {run.profile}): {seen['untied']} untied, {seen['tied']} tied MLPs equal the reference"
+    if not seen["moved"]:
+        raise AssertionError(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
+                             f"{cases[0].min_movement:g} tolerances; the comparisons proved nothing")
+    return (f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {seen['untied']} untied, "
+            f"{seen['tied']} tied MLPs equal the reference")
 
 
 def check_fuzz_hook_order(fuzz, runs) -> str:

@@ -15,7 +15,10 @@ from ..spec.values import build_kwargs, resolve
 from .base import NotApplicable
 
 
-def compare_in_backward(case, tied: bool = False, copies: int = 1) -> tuple[torch.nn.Module, torch.nn.Module]:
+def compare_in_backward(case, tied: bool = False, copies: int = 1,
+                        require_movement: bool = True) -> tuple[torch.nn.Module, torch.nn.Module, float]:
+    """(reference, in-backward model, movement in tolerances); AssertionError on any difference,
+    and on a vacuous comparison unless `require_movement` is False (the caller judges it)."""
     tol = case.tolerance
     try:
         with isolated():
@@ -35,9 +38,9 @@ def compare_in_backward(case, tied: bool = False, copies: int = 1) -> tuple[torc
     except CannotApply as exc:
         raise NotApplicable(f"{case.id}: {exc}") from None
     moved = max_movement(initial, ref, tol)
-    if moved < case.min_movement:
+    if require_movement and moved < case.min_movement:
         raise AssertionError(f"{case.id}: vacuous comparison: params moved at most {moved:.3g} tolerances in {case.in_backward.steps} steps")
-    return reference, in_backward
+    return reference, in_backward, moved
 
 
 def _reference_note(case) -> str:
@@ -46,7 +49,7 @@ def _reference_note(case) -> str:
 
 
 def check_in_backward(case, runs) -> str:
-    _, in_backward = compare_in_backward(case)
+    _, in_backward, _ = compare_in_backward(case)
     found = torch_api.in_backward_optimizers(in_backward)
     stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
     if set(map(id, found)) != set(map(id, stored)) or len(found) != len(stored):
