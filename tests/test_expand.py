@@ -70,9 +70,11 @@ def test_every_build_makes_fresh_tensors(tmp_path):
 def test_cli_schema_and_check(tmp_path, capsys):
     assert cli(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    optimizer_spec, hook_order_spec = (schema["$defs"][ref["$ref"].rpartition("/")[2]] for ref in schema["anyOf"])
+    optimizer_spec, hook_order_spec, fuzz_spec = (schema["$defs"][ref["$ref"].rpartition("/")[2]] for ref in schema["anyOf"])
     assert "optimizer" in optimizer_spec["required"] and "recompile" in optimizer_spec["properties"]
+    assert {"distributed", "fuzz"} <= set(optimizer_spec["properties"])
     assert "expected" in hook_order_spec["properties"] and "kind" in hook_order_spec["required"]
+    assert "max_leaves" in fuzz_spec["properties"] and "kind" in fuzz_spec["required"]
     good = write_spec(tmp_path, SPEC, "good.yaml")
     bad = write_spec(tmp_path, "optimizer: torch.optim.Adamm\n", "bad.yaml")
     assert cli(["check", str(good)]) == 0

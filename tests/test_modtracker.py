@@ -53,8 +53,9 @@ def test_shipped_specs_reproduce_pytorchs_tests(pytester):
     for spec in SPECS.glob("*.yaml"):
         shutil.copy(spec, pytester.path / spec.name)
     result = pytester.runpytest_subprocess("--optim-spec", ".", "-v")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)  # the six seed tests and the fuzzed module trees
     result.stdout.fnmatch_lines(["*activation_checkpointing.yaml::activation_checkpointing::hook_order PASSED*"])
+    result.stdout.fnmatch_lines(["*fuzzed_module_trees.yaml::fuzzed_module_trees::fuzz_hook_order PASSED*"])
 
 
 USER_HOOKS = (SPECS / "user_hooks.yaml").read_text()
