@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import Check, NotApplicable
+from .registry import RegistryError, order, register
 from .compile_time import check_compile_time
 from .cudagraphs import check_cudagraphs
 from .distributed import check_distributed, check_zero
@@ -16,30 +17,43 @@ from .recompile import check_graph_breaks, check_recompile
 from .state_dict import check_state_dict
 from .step_properties import check_closure_graph_break, check_none_grads
 
-CHECKS: dict[str, Check] = {
-    c.name: c
-    for c in (
-        Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes"),
-        Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure"),
-        Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation", "no_closure"),
-        Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain"),
-        Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary"),
-        Check("closure_graph_break", check_closure_graph_break, "step(closure) with a graph break matches eager", "primary"),
-        Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary"),
-        Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary"),
-        Check("compile_time", check_compile_time, "compile time of a 100-tensor foreach step, against a budget", "primary"),
-        Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",)),
-        Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain"),
-        Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain"),
-        Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param", "plain"),
-        Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain"),
-        Check("distributed", check_distributed, "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed"),
-        Check("zero", check_zero, "ZeroRedundancyOptimizer vs the unsharded optimizer; consolidated state_dict loads back", "distributed"),
-        Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order"),
-        Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz"),
-        Check("fuzz_in_backward", check_fuzz_in_backward, "Hypothesis: in-backward vs reference on fuzzed, tied MLPs", "fuzz"),
-        Check("fuzz_hook_order", check_fuzz_hook_order, "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz"),
-    )
-}
+BUILTIN: tuple[Check, ...] = (
+    Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes"),
+    Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure",
+          apply_after=("parity",)),
+    Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation", "no_closure"),
+    Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain"),
+    Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary"),
+    Check("closure_graph_break", check_closure_graph_break, "step(closure) with a graph break matches eager", "primary"),
+    Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary"),
+    Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary"),
+    Check("compile_time", check_compile_time, "compile time of a 100-tensor foreach step, against a budget", "primary"),
+    Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",),
+          prerequisites=("parity",)),
+    Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain"),
+    Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain",
+          prerequisites=("in_backward",)),
+    Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param", "plain",
+          prerequisites=("in_backward",)),
+    Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain"),
+    Check("distributed", check_distributed, "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed"),
+    Check("zero", check_zero, "ZeroRedundancyOptimizer vs the unsharded optimizer; consolidated state_dict loads back", "distributed",
+          apply_after=("distributed",)),
+    Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order"),
+    Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz"),
+    Check("fuzz_in_backward", check_fuzz_in_backward, "Hypothesis: in-backward vs reference on fuzzed, tied MLPs", "fuzz"),
+    Check("fuzz_hook_order", check_fuzz_hook_order, "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz"),
+)
 
-__all__ = ["CHECKS", "Check", "NotApplicable"]
+CHECKS: dict[str, Check] = {}
+for _check in BUILTIN:
+    register(_check, CHECKS)
+
+
+def reset_to_builtin() -> None:
+    """Forget third-party checks (the plugin calls this when a pytest session ends)."""
+    for name in [n for n in CHECKS if n not in {c.name for c in BUILTIN}]:
+        del CHECKS[name]
+
+
+__all__ = ["BUILTIN", "CHECKS", "Check", "NotApplicable", "RegistryError", "order", "register", "reset_to_builtin"]

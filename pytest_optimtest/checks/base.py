@@ -23,6 +23,8 @@ class Check:
     description: str
     scope: Literal["all", "no_closure", "plain", "primary", "distributed", "hook_order", "fuzz"] = "all"
     devices: tuple[str, ...] | None = None
+    prerequisites: tuple[str, ...] = ()  # must pass on the same case first, else this check is skipped
+    apply_after: tuple[str, ...] = ()  # run after these when both are selected (ordering only)
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no

@@ -44,6 +44,11 @@ class RunCache:
             raise result
         return result
 
+    def peek(self, kind: str, case_id: str) -> Any:
+        """The finished run of that kind for the case, or None (not run, or it raised)."""
+        result = self._runs.get((kind, case_id))
+        return None if isinstance(result, Exception) else result
+
     def release(self, case_id: str) -> None:
         for key in [k for k in self._runs if k[1] == case_id]:
             del self._runs[key]

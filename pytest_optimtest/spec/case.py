@@ -28,6 +28,8 @@ class KernelExpectation:
     count: int | None
     where: str  # "specs/adam.yaml:12 kernel_counts['2.13'].cpu['*']", or where to add one
     torch_version: str
+    table: tuple = ("kernel_counts",)  # key path of the table in the spec
+    pattern: str | None = None  # the entry that applied (exact id, glob or '*'); None: no entry
 
 
 @dataclass(frozen=True, eq=False, repr=False)

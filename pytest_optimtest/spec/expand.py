@@ -115,7 +115,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         parts.append("closure")
     parts.append(device)
     case_id = "-".join(p for p in parts if p)
-    applied = tuple(c for c in (spec.checks or checks) if checks[c].applies_to(variant))
+    applied = _ordered_checks(spec, locator, checks, variant, case_id)
     return Case(
         id=case_id,
         spec_path=locator.path,
@@ -148,6 +148,17 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         skip=_rule_reasons(spec.skip, case_id, device, applied),
         xfail=_rule_reasons(spec.xfail, case_id, device, applied),
     )
+
+
+def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], variant: Variant, case_id: str) -> tuple[str, ...]:
+    """The checks that apply to this variant, each after its prerequisites and apply_after."""
+    from ..checks.registry import missing_prerequisites, order
+
+    selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant)]
+    applicable = [c for c in checks if checks[c].applies_to(variant)]
+    for name, needed in missing_prerequisites(selected, applicable, checks):
+        raise locator.error(("checks",), f"check {name!r} needs {needed!r} (its prerequisite) on {case_id}; add {needed!r} to checks")
+    return order(selected, checks)
 
 
 def _distributed_cases(spec: Spec, locator: Locator) -> set[str]:
@@ -198,8 +209,8 @@ def _kernel_expectation(counts: dict, at: tuple, locator: Locator, case_id: str,
     for pattern in exact + globs + (["*"] if "*" in table else []):
         line = locator.line((*at, version, device, pattern)) or locator.line((*at, version, device))
         where = f"{locator.path}:{line} {name}['{version}'].{device}['{pattern}']"
-        return KernelExpectation(table[pattern], where, version)
-    return KernelExpectation(None, f"{locator.path}: add {name}['{version}'].{device}", version)
+        return KernelExpectation(table[pattern], where, version, tuple(at), pattern)
+    return KernelExpectation(None, f"{locator.path}: add {name}['{version}'].{device}", version, tuple(at))
 
 
 def _resolve_optimizer(path: str, locator: Locator) -> type:

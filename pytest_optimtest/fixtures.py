@@ -1,0 +1,98 @@
+"""Fixtures for other repos' tests; the plugin registers them.
+
+    @pytest.mark.optim_spec("specs/lion.yaml", case="lion-default-*")
+    def test_lion_compiles(compiled_optimizer):
+        compiled_optimizer.step()
+        with assert_no_recompiles():
+            compiled_optimizer.step()
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from .harness.devices import unavailable_reason
+from .spec import Case, SpecError, load_cases
+
+MARKER = "optim_spec"
+
+
+def cases_for_marker(marker: Any, test_file: Path, rootdir: Path) -> list[Case]:
+    """The cases `@pytest.mark.optim_spec(path, case=glob)` names: path relative to the test
+    file's folder, else to the rootdir; ValueError/SpecError when it names nothing."""
+    if not marker.args:
+        raise ValueError("@pytest.mark.optim_spec needs a spec path: optim_spec('specs/lion.yaml', case='*')")
+    raw = Path(marker.args[0])
+    path = next((p for p in (test_file.parent / raw, rootdir / raw, raw) if p.is_file()), None)
+    if path is None:
+        raise ValueError(f"@pytest.mark.optim_spec: no spec file {str(raw)!r} next to {test_file.name} or under {rootdir}")
+    pattern = marker.kwargs.get("case", "*")
+    cases = [c for c in load_cases(path) if isinstance(c, Case) and fnmatch.fnmatchcase(c.id, pattern)]
+    if not cases:
+        raise ValueError(f"@pytest.mark.optim_spec: no case of {path} matches {pattern!r}")
+    return cases
+
+
+@pytest.fixture
+def optim_case(request: pytest.FixtureRequest) -> Case:
+    """The current spec case; parametrize with @pytest.mark.optim_spec(path, case=glob)."""
+    if not hasattr(request, "param"):
+        raise pytest.UsageError("optim_case needs @pytest.mark.optim_spec('path.yaml', case='glob') on the test")
+    case = request.param
+    reason = unavailable_reason(case.device)
+    if reason:
+        pytest.skip(reason)
+    return case
+
+
+@dataclass
+class CompiledOptimizer:
+    """A case's model (with grads), its optimizer, `step()` compiled as PyTorch's tests do, and
+    an eager twin (same model copy, same grads) to compare with."""
+
+    case: Case
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    step: Any
+    eager_model: torch.nn.Module
+    eager: torch.optim.Optimizer
+
+
+@pytest.fixture
+def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
+    """The current case compiled: `compiled_optimizer.step()` runs the compiled step under no_grad;
+    dynamo and inductor state is fresh for the test and restored after."""
+    from .harness.compiled_run import compile_step
+    from .harness.isolation import isolated_case
+    from .harness.models import copy_with_grads, make_optimizer, model_with_grads
+
+    with isolated_case(optim_case):
+        model, _, _ = model_with_grads(optim_case)
+        eager_model = copy_with_grads(model)
+        opt, eager = make_optimizer(optim_case, model.parameters()), make_optimizer(optim_case, eager_model.parameters())
+        compiled = compile_step(opt)
+
+        def step() -> None:
+            with torch.no_grad():
+                compiled()
+
+        yield CompiledOptimizer(optim_case, model, opt, step, eager_model, eager)
+
+
+@pytest.fixture
+def hook_recorder():
+    """`record_hook_order(model, inputs, ...)`: ModTracker's events for any model."""
+    from .harness.hook_recorder import record_hook_order
+
+    return record_hook_order
+
+
+def spec_error_text(exc: SpecError | ValueError) -> str:
+    return f"invalid @pytest.mark.optim_spec: {exc}"

@@ -1,0 +1,159 @@
+"""Results of generated items: per-item records, terminal table, JSON and Markdown reports,
+and the baseline gate.
+
+Each item attaches a JSON-able record to its report (`user_properties`), so the same
+records reach the controller under pytest-xdist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD_KEY = "optimtest"
+
+
+def item_metrics(check: str, case: Any, runs: Any) -> dict[str, Any]:
+    """Numbers a check's runs produced, taken from the run cache (never running anything)."""
+    metrics: dict[str, Any] = {}
+    compiled = runs.peek("compiled", case.id)
+    if compiled is not None and check in ("parity", "kernel_count"):
+        metrics["kernels"] = compiled.kernel_count
+        metrics["compile_s"] = round(compiled.compile_seconds, 4)
+        steady_c, steady_e = compiled.compiled_step_seconds[1:], compiled.eager_step_seconds[1:]
+        if steady_c and steady_e:
+            metrics["compiled_step_s"] = statistics.median(steady_c)
+            metrics["eager_step_s"] = statistics.median(steady_e)
+    if check == "kernel_count" and getattr(case, "kernels", None) is not None:
+        k = case.kernels
+        metrics["expected"] = {"count": k.count, "table": list(k.table), "version": k.torch_version,
+                               "device": case.device, "pattern": k.pattern}
+    health = runs.peek("health", case.id)
+    if health is not None and check == "recompile":
+        metrics["recompiles"] = {
+            "warmup": health.warmup_compiles - 1,
+            "steady": sum(len(s.recompiles) for s in health.steady),
+            "perturbations": [len(p.step.recompiles) for p in health.perturbations],
+        }
+        metrics["declared_recompiles"] = [p.recompiles for p in case.recompile.perturbations]
+        metrics["perturbation_kernels"] = [
+            {"observed": p.step.kernels, "count": k.count, "table": list(k.table), "version": k.torch_version,
+             "device": case.device, "pattern": k.pattern}
+            for p, k in zip(health.perturbations, case.perturbation_kernels) if p.step.recompiles
+        ]
+    if health is not None and check == "graph_breaks":
+        metrics["graph_breaks"] = len(health.graph_breaks)
+        metrics["declared_graph_breaks"] = case.graph_breaks
+    return metrics
+
+
+def record(item: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+    case = item.case
+    return {
+        "spec": _relative(case.spec_path), "case": case.id, "check": item.check, "device": case.device,
+        "optimizer": getattr(case, "optimizer", None), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "metrics": metrics,
+    }
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+@dataclass
+class Results:
+    """Every generated item's record and outcome, as the controller sees them."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, report: Any) -> None:
+        data = next((v for k, v in report.user_properties if k == RECORD_KEY), None)
+        if data is None:
+            return
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
+            self.records.append({**data, "nodeid": report.nodeid, "outcome": outcome,
+                                 "duration_s": round(report.duration, 4)})
+
+    def by_spec(self) -> dict[str, list[dict[str, Any]]]:
+        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in self.records:
+            groups[r["spec"]].append(r)
+        return dict(sorted(groups.items()))
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per spec: outcomes, observed kernel counts, compile seconds, median speedup."""
+        rows = []
+        for spec, records in self.by_spec().items():
+            outcomes = defaultdict(int)
+            for r in records:
+                outcomes[r["outcome"]] += 1
+            kernels = sorted({r["metrics"]["kernels"] for r in records if r["check"] == "kernel_count" and "kernels" in r["metrics"]})
+            timed = [r["metrics"] for r in records if r["check"] == "parity" and "compiled_step_s" in r["metrics"]]
+            speedups = [m["eager_step_s"] / m["compiled_step_s"] for m in timed if m["compiled_step_s"] > 0]
+            rows.append({
+                "spec": spec, "passed": outcomes["passed"], "failed": outcomes["failed"],
+                "xfailed": outcomes["xfailed"], "skipped": outcomes["skipped"],
+                "kernels": "-".join(map(str, (kernels[0], kernels[-1]) if len(kernels) > 1 else kernels)) or "",
+                "compile_s": round(sum(r["metrics"].get("compile_s", 0) for r in records if r["check"] == "parity"), 1),
+                "speedup": round(statistics.median(speedups), 2) if speedups else None,
+            })
+        return rows
+
+
+def terminal_table(rows: list[dict[str, Any]]) -> list[str]:
+    header = f"{'spec':<44} {'passed':>6} {'failed':>6} {'xfailed':>7} {'skipped':>7} {'kernels':>8} {'compile s':>9} {'speedup':>8}"
+    lines = [header]
+    for r in rows:
+        speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        lines.append(f"{r['spec'][-44:]:<44} {r['passed']:>6} {r['failed']:>6} {r['xfailed']:>7} {r['skipped']:>7} "
+                     f"{r['kernels'] or '-':>8} {r['compile_s']:>9} {speedup:>8}")
+    return lines
+
+
+def markdown(rows: list[dict[str, Any]], torch_version: str) -> str:
+    lines = [f"### pytest-optimtest (torch {torch_version})", "",
+             "| spec | passed | failed | xfailed | skipped | kernels | compile s | compiled/eager speedup |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        lines.append(f"| `{r['spec']}` | {r['passed']} | {'**' + str(r['failed']) + '**' if r['failed'] else 0} | "
+                     f"{r['xfailed']} | {r['skipped']} | {r['kernels'] or '-'} | {r['compile_s']} | {speedup} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_json(path: str | Path, results: Results, torch_version: str) -> None:
+    data = {"torch": torch_version, "summary": results.rows(), "items": results.records}
+    Path(path).write_text(json.dumps(data, indent=1, sort_keys=True))
+
+
+def regressions(baseline_path: str | Path, results: Results) -> list[str]:
+    """Kernel counts, recompiles or graph breaks that grew against a saved --optim-report."""
+    baseline = json.loads(Path(baseline_path).read_text())
+    before = {(r["case"], r["check"]): r.get("metrics", {}) for r in baseline.get("items", [])}
+    found = []
+    for r in results.records:
+        old = before.get((r["case"], r["check"]))
+        if old is None:
+            continue
+        new = r["metrics"]
+        for key, label in (("kernels", "generated kernels"), ("graph_breaks", "graph breaks")):
+            if key in new and key in old and new[key] > old[key]:
+                found.append(f"{r['case']} [{r['check']}]: {label} {old[key]} -> {new[key]}")
+        if "recompiles" in new and "recompiles" in old:
+            was, now = _total_recompiles(old["recompiles"]), _total_recompiles(new["recompiles"])
+            if now > was:
+                found.append(f"{r['case']} [{r['check']}]: recompiles {was} -> {now}")
+    return found
+
+
+def _total_recompiles(recompiles: dict[str, Any]) -> int:
+    return recompiles.get("warmup", 0) + recompiles.get("steady", 0) + sum(recompiles.get("perturbations", []))
