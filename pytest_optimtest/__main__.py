@@ -1,4 +1,4 @@
-"""`python -m pytest_optimtest schema | check PATH...`"""
+"""`python -m pytest_optimtest schema | check PATH... | init OPTIMIZER [-o FILE]`"""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("schema", help="print the JSON Schema of spec files")
     check = sub.add_parser("check", help="validate spec files without running them")
     check.add_argument("paths", nargs="+", type=Path)
+    init = sub.add_parser("init", help="write a starter spec for an optimizer class, from its constructor")
+    init.add_argument("optimizer", help="import path, e.g. mypkg.optim:Lion or torch.optim.Adam")
+    init.add_argument("-o", "--output", type=Path, help="file to write (default: <name>.yaml; '-' for stdout)")
     args = parser.parse_args(argv)
+
+    if args.command == "init":
+        from .scaffold import write_starter_spec
+
+        return write_starter_spec(args.optimizer, args.output)
 
     if args.command == "schema":
         from .spec import json_schema

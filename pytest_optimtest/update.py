@@ -84,8 +84,10 @@ def _kernel_changes(kernels: dict[tuple, dict[str, int]], records: list[dict[str
                 changes += [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != common]
         elif pattern in observed:  # an exact entry for that very case
             changes.append(Change(spec, (*base, pattern), declared, observed[pattern]))
-        elif len(values) == 1 and _all_covered_disagree(records, spec, table, version, device, pattern, observed):
-            changes.append(Change(spec, (*base, pattern), declared, next(iter(values))))
+        elif _all_covered_disagree(records, spec, table, version, device, pattern, observed):
+            common = values.most_common(1)[0][0]  # no case keeps the old value: move the entry itself
+            changes.append(Change(spec, (*base, pattern), declared, common))
+            changes += [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != common]
         else:
             changes += [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != declared]
     return changes
@@ -132,6 +134,7 @@ def apply(changes: list[Change]) -> list[str]:
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)  # "  - item", the style of the shipped specs
     written = []
     by_spec: dict[str, list[Change]] = defaultdict(list)
     for change in changes:

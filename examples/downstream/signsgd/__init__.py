@@ -1,0 +1,3 @@
+from .optim import SignSGD
+
+__all__ = ["SignSGD"]

@@ -1,0 +1,84 @@
+"""`python -m pytest_optimtest init mypkg.optim:Lion`: a starter spec from the optimizer's constructor.
+
+Every boolean flag of the constructor becomes a case with the flag flipped (one flag a case,
+not a product: 2^n cases for n flags would be too many to start with); flags torch.optim
+uses for device-specific paths (capturable, fused, differentiable) are left out with a
+comment, since they need CUDA or autograd through the step. The spec is checked by
+expanding it before it is written.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+from .spec.values import resolve
+
+DEVICE_FLAGS = ("capturable", "fused", "differentiable")
+
+
+def starter_spec(optimizer: str) -> tuple[str, str]:
+    """(file name, YAML text) of a starter spec for the optimizer at `optimizer`."""
+    cls = resolve(optimizer)
+    if not inspect.isclass(cls) or not hasattr(cls, "step"):
+        raise ValueError(f"{optimizer!r} is not an optimizer class")
+    params = inspect.signature(cls.__init__).parameters
+    defaults = {n: p.default for n, p in params.items() if n not in ("self", "params") and p.default is not inspect.Parameter.empty}
+    flags = [n for n, v in defaults.items() if isinstance(v, bool) or (v is None and n in ("foreach", "maximize"))]
+    lr = defaults.get("lr", 1e-3)
+    lr = lr if isinstance(lr, float) and lr > 0 else 1e-3
+    name = cls.__name__.lower()
+    lines = [
+        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+        f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
+        f"optimizer: {optimizer}",
+        f"kwargs: {{lr: {lr!r}}}",
+        "cases:",
+        "  - name: default",
+    ]
+    for flag in flags:
+        if flag in DEVICE_FLAGS:
+            continue
+        value = not defaults[flag] if isinstance(defaults[flag], bool) else True
+        lines += [f"  - name: {flag}" if value else f"  - name: no_{flag}", f"    kwargs: {{{flag}: {str(value).lower()}}}"]
+    skipped = [f for f in flags if f in DEVICE_FLAGS]
+    if skipped:
+        lines.append(f"# left out: {', '.join(skipped)} (CUDA or autograd-through-step paths; add cases with devices: [cuda])")
+    lines += [
+        "  - name: tensor_lr",
+        f"    kwargs: {{lr: {{tensor: {lr!r}}}}}",
+        "    schedulers: true",
+        "schedulers:",
+        "  StepLR: {step_size: 1, gamma: 0.5}",
+        "  CosineAnnealingLR: {T_max: 10}",
+        "closure: [false, true]",
+        "devices: [cpu, cuda]",
+        "kernel_counts: {}  # fill in with --optim-update-expected",
+    ]
+    return f"{name}.yaml", "\n".join(lines) + "\n"
+
+
+def write_starter_spec(optimizer: str, output: Path | None) -> int:
+    from .spec import SpecError, expand, load_spec
+
+    try:
+        filename, text = starter_spec(optimizer)
+    except (ImportError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if output is not None and str(output) == "-":
+        sys.stdout.write(text)
+        return 0
+    path = output or Path(filename)
+    if path.exists():
+        print(f"error: {path} exists; pass -o to write elsewhere", file=sys.stderr)
+        return 1
+    path.write_text(text)
+    try:
+        cases = expand(*load_spec(path))
+    except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
+        print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}: {len(cases)} cases")
+    return 0
