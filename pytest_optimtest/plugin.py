@@ -76,6 +76,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "dist", "no") == "load" and roots:
         # Keep a case's checks on one worker, so its compiled run is made once (xdist_group marks).
         config.option.dist = "loadgroup"
+    if getattr(config, "workerinput", {}).get("optimtest_loadgroup"):
+        config.option.loadgroup = True  # xdist workers parse their own argv, which says only -n
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist, on the controller: tell each worker to tag items with their xdist group."""
+    if node.config.option.dist == "loadgroup":
+        node.workerinput["optimtest_loadgroup"] = True
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -283,7 +292,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if runs is not None and runs.cases_run:
         seconds = config.stash[_CHECK_SECONDS][0]
         terminalreporter.write_line(
-            f"optimtest: {runs.cases_run} compiled case runs; {seconds:.1f}s inside checks (model, compile, steps)"
+            f"optimtest: {runs.cases_run} case runs (compiled, compile-health, distributed); {seconds:.1f}s inside checks"
         )
     results = config.stash.get(_RESULTS, None)
     if results is None or not results.records:
