@@ -2,3 +2,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # planted.py and helpers.py
+
+import pytest
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester runs get the suite's fixed order (pytester clears PYTEST_ADDOPTS first); tests
+    about random order pass `-p randomly`."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    return pytester
