@@ -224,7 +224,7 @@ class CheckItem(pytest.Item):
                 except NotApplicable as exc:
                     outcomes[key] = f"not applicable: {exc}"
                 except Exception as exc:  # any failure of the prerequisite is the reason to skip
-                    outcomes[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    outcomes[key] = _why(exc)
         return outcomes[key]
 
     def runtest(self) -> None:
@@ -239,7 +239,7 @@ class CheckItem(pytest.Item):
             outcomes[key] = f"not applicable: {exc}"
             pytest.skip(str(exc))
         except Exception as exc:
-            outcomes[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            outcomes[key] = _why(exc)
             raise
         finally:
             self.config.stash[_CHECK_SECONDS][0] += time.perf_counter() - start
@@ -260,6 +260,12 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.case.line or 1) - 1, f"{self.check}[{self.case.id}]"
+
+
+def _why(exc: BaseException) -> str:
+    """A failure in one line, for the skip reason of the checks that needed it."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -110,11 +110,12 @@ class Results:
 
 
 def terminal_table(rows: list[dict[str, Any]]) -> list[str]:
-    header = f"{'spec':<44} {'passed':>6} {'failed':>6} {'xfailed':>7} {'skipped':>7} {'kernels':>8} {'compile s':>9} {'speedup':>8}"
+    width = max([4] + [len(r["spec"]) for r in rows])
+    header = f"{'spec':<{width}} {'passed':>6} {'failed':>6} {'xfailed':>7} {'skipped':>7} {'kernels':>8} {'compile s':>9} {'speedup':>8}"
     lines = [header]
     for r in rows:
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
-        lines.append(f"{r['spec'][-44:]:<44} {r['passed']:>6} {r['failed']:>6} {r['xfailed']:>7} {r['skipped']:>7} "
+        lines.append(f"{r['spec']:<{width}} {r['passed']:>6} {r['failed']:>6} {r['xfailed']:>7} {r['skipped']:>7} "
                      f"{r['kernels'] or '-':>8} {r['compile_s']:>9} {speedup:>8}")
     return lines
 

@@ -41,86 +41,63 @@ def plan(records: list[dict[str, Any]]) -> Plan:
     """What to write, from the controller's records of one full run."""
     changes: list[Change] = []
     conflicts: list[str] = []
-    kernels: dict[tuple, dict[str, int]] = defaultdict(dict)  # (spec, table, version, device, pattern) -> {case: observed}
-    used: set[tuple] = set()
+    # per kernel-table entry (spec, table, version, device, pattern): its declared count, the
+    # cases it covered in this run, and those that observed something else
+    declared: dict[tuple, int | None] = {}
+    covered: dict[tuple, set[str]] = defaultdict(set)
+    differing: dict[tuple, dict[str, int]] = defaultdict(dict)
     counts: dict[tuple, dict[str, int]] = defaultdict(dict)  # (spec, path, declared) -> {case: observed}
+    for spec, e, case, observed in _expectations(records):
+        key = (spec, tuple(e["table"]), e["version"], e["device"], e["pattern"])
+        declared[key] = e["count"]
+        covered[key].add(case)
+        if e["pattern"] is None or e["count"] != observed:
+            differing[key][case] = observed
     for r in records:
         m = r["metrics"]
-        expectations = []
-        if r["check"] == "kernel_count" and "expected" in m and "kernels" in m:
-            expectations.append((m["expected"], m["kernels"]))
-        expectations += [(k, k["observed"]) for k in m.get("perturbation_kernels", [])]
-        for e, observed in expectations:
-            key = (r["spec"], tuple(e["table"]), e["version"], e["device"], e["pattern"])
-            used.add(key)
-            if e["pattern"] is None or e["count"] != observed:
-                kernels[key][r["case"]] = observed
-        for i, (observed, declared) in enumerate(zip(m.get("recompiles", {}).get("perturbations", []), m.get("declared_recompiles", []))):
-            counts[(r["spec"], ("recompile", "perturbations", i, "recompiles"), declared)][r["case"]] = observed
+        for i, (observed, want) in enumerate(zip(m.get("recompiles", {}).get("perturbations", []), m.get("declared_recompiles", []))):
+            counts[(r["spec"], ("recompile", "perturbations", i, "recompiles"), want)][r["case"]] = observed
         if "graph_breaks" in m:
             counts[(r["spec"], ("graph_breaks",), m["declared_graph_breaks"])][r["case"]] = m["graph_breaks"]
-    changes += _kernel_changes(kernels, records)
-    for (spec, path, declared), observed in counts.items():
+    for key, observed in differing.items():
+        changes += _kernel_changes(key, declared[key], observed, all_differ=covered[key] == set(observed))
+    for (spec, path, want), observed in counts.items():
         values = set(observed.values())
         if len(values) > 1:
             conflicts.append(f"{spec}: {'.'.join(map(str, path))}: cases disagree ({_show(observed)}); not written")
-        elif values and (new := values.pop()) != declared:
-            changes.append(Change(spec, path, declared, new))
-    return Plan(changes, conflicts, _stale(records, used))
+        elif values and (new := values.pop()) != want:
+            changes.append(Change(spec, path, want, new))
+    return Plan(changes, conflicts, _stale(records, set(covered)))
 
 
-def _kernel_changes(kernels: dict[tuple, dict[str, int]], records: list[dict[str, Any]]) -> list[Change]:
-    changes = []
-    for (spec, table, version, device, pattern), observed in kernels.items():
-        declared = _declared(records, spec, table, version, device, pattern)
-        base = (*table, DoubleQuotedScalarString(version), device)
-        values = Counter(observed.values())
-        if pattern is None:
-            if len(values) == 1:
-                changes.append(Change(spec, (*base, "*"), None, next(iter(values))))
-            else:
-                common = values.most_common(1)[0][0]
-                changes.append(Change(spec, (*base, "*"), None, common))
-                changes += [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != common]
-        elif pattern in observed:  # an exact entry for that very case
-            changes.append(Change(spec, (*base, pattern), declared, observed[pattern]))
-        elif _all_covered_disagree(records, spec, table, version, device, pattern, observed):
-            common = values.most_common(1)[0][0]  # no case keeps the old value: move the entry itself
-            changes.append(Change(spec, (*base, pattern), declared, common))
-            changes += [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != common]
-        else:
-            changes += [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != declared]
-    return changes
+def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], all_differ: bool) -> list[Change]:
+    """Edits for one table entry: move it when no case keeps its value, else add exact-id entries."""
+    spec, table, version, device, pattern = key
+    base = (*table, DoubleQuotedScalarString(version), device)
+    common = Counter(observed.values()).most_common(1)[0][0]
+    if pattern in observed:  # an exact entry for that very case
+        return [Change(spec, (*base, pattern), declared, observed[pattern])]
+    if pattern is None or all_differ:  # a new '*' entry, or a glob no covered case agrees with any more
+        head = [Change(spec, (*base, pattern or "*"), declared, common)]
+        return head + [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != common]
+    return [Change(spec, (*base, case), None, n) for case, n in observed.items()]
 
 
-def _declared(records, spec, table, version, device, pattern) -> int | None:
-    for e in _expectations(records):
-        if (e[0], tuple(e[1]["table"]), e[1]["version"], e[1]["device"], e[1]["pattern"]) == (spec, table, version, device, pattern):
-            return e[1]["count"]
-    return None
-
-
-def _all_covered_disagree(records, spec, table, version, device, pattern, observed) -> bool:
-    """Every case this glob entry covered in the run observed something else than declared."""
-    covered = {e[2] for e in _expectations(records)
-               if (e[0], tuple(e[1]["table"]), e[1]["version"], e[1]["device"], e[1]["pattern"]) == (spec, table, version, device, pattern)}
-    return covered == set(observed)
-
-
-def _expectations(records):
+def _expectations(records: list[dict[str, Any]]):
+    """(spec, expectation, case, observed) for every kernel expectation the records carry."""
     for r in records:
         m = r["metrics"]
-        if r["check"] == "kernel_count" and "expected" in m:
-            yield r["spec"], m["expected"], r["case"]
+        if r["check"] == "kernel_count" and "expected" in m and "kernels" in m:
+            yield r["spec"], m["expected"], r["case"], m["kernels"]
         for k in m.get("perturbation_kernels", []):
-            yield r["spec"], k, r["case"]
+            yield r["spec"], k, r["case"], k["observed"]
 
 
 def _stale(records: list[dict[str, Any]], used: set[tuple]) -> list[str]:
     """Entries of the running version's tables, on devices that ran, that no case used."""
     yaml = YAML(typ="rt")
     out = []
-    ran = {(s, tuple(e["table"]), e["version"], e["device"]) for s, e, _ in _expectations(records)}
+    ran = {(s, tuple(e["table"]), e["version"], e["device"]) for s, e, _, _ in _expectations(records)}
     for spec, table, version, device in sorted(ran, key=str):
         node = _get(yaml.load(Path(spec).read_text()), (*table, version, device))
         if isinstance(node, dict):
