@@ -268,11 +268,16 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]):
+    """Count each case's items after every plugin deselected (-k, pytest-split): when the last
+    one is torn down, the case's runs are freed."""
+    result = yield
     remaining = config.stash[_REMAINING]
     for item in items:
         if isinstance(item, CheckItem):
             remaining[item.case.id] += 1
+    return result
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
