@@ -40,12 +40,21 @@ def cases_for_marker(marker: Any, test_file: Path, rootdir: Path) -> list[Case]:
     return cases
 
 
+@dataclass(frozen=True)
+class MarkerError:
+    """Stands in for the cases of a marker that names none; its test errors with `message`."""
+
+    message: str
+
+
 @pytest.fixture
 def optim_case(request: pytest.FixtureRequest) -> Case:
     """The current spec case; parametrize with @pytest.mark.optim_spec(path, case=glob)."""
     if not hasattr(request, "param"):
-        raise pytest.UsageError("optim_case needs @pytest.mark.optim_spec('path.yaml', case='glob') on the test")
+        pytest.fail("optim_case needs @pytest.mark.optim_spec('path.yaml', case='glob') on the test", pytrace=False)
     case = request.param
+    if isinstance(case, MarkerError):
+        pytest.fail(case.message, pytrace=False)
     reason = unavailable_reason(case.device)
     if reason:
         pytest.skip(reason)

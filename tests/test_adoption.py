@@ -213,3 +213,32 @@ def test_pytest_split_shards_generated_items_by_duration(pytester):
                                               "--collect-only", "-q", "-p", "randomly", "--randomly-seed", "1")
         seen += [line for line in shard.outlines if line.startswith("sgd.yaml::")]
     assert len(seen) == 9 and len(set(seen)) == 9  # every item once, across the two shards
+
+
+def test_a_bad_marker_fails_its_own_module_only(pytester):
+    pytester.makefile(".yaml", sgd="optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n")
+    pytester.makepyfile(
+        test_bad="""
+            import pytest
+
+            @pytest.mark.optim_spec("sgd.yaml", case="nothing-*")
+            def test_case(optim_case):
+                pass
+
+            def test_unmarked(optim_case):
+                pass
+        """,
+        test_good="""
+            import pytest
+
+            @pytest.mark.optim_spec("sgd.yaml")
+            def test_case(optim_case):
+                assert optim_case.id == "sgd-default-cpu"
+        """,
+    )
+    result = pytester.runpytest_subprocess("test_bad.py", "test_good.py")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines([
+        "*invalid @pytest.mark.optim_spec: @pytest.mark.optim_spec: no case of *sgd.yaml matches 'nothing-*'*",
+        "*optim_case needs @pytest.mark.optim_spec*",
+    ])
