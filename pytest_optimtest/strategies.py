@@ -75,10 +75,6 @@ class Params:
             t.grad = torch.randn(t.shape, generator=generator).to(device)
         return tensors
 
-    @property
-    def numel(self) -> int:
-        return sum(t.numel() for t in (torch.empty(p.shape) for p in self.params))
-
 
 @dataclass(frozen=True)
 class MLP:

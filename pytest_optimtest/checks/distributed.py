@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..harness.compare import listed, max_movement, non_finite, value_differences
 from ..harness.distributed_run import DistributedRun, unavailable_reason
-from ..harness.models import make_optimizer
+from ..harness.models import make_optimizer, model_factory
 from ..spec.schema import Tolerance
 from .base import NotApplicable
 
@@ -102,9 +102,7 @@ def check_zero(case, runs) -> str:
 
 def _load_into_plain(case, state_dict):
     """(a plain optimizer of the case loaded with ZeRO's consolidated state_dict, None), or (None, why not)."""
-    from ..spec.values import resolve
-
-    model = resolve(case.model)(device=case.device)
+    model = model_factory(case)(device=case.device)
     opt = make_optimizer(case, model.parameters())
     try:
         opt.load_state_dict(state_dict)

@@ -20,7 +20,7 @@ from . import torch_api
 from .compiled_run import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
-from .models import loss_for, make_data, make_optimizer
+from .models import loss_for, make_data, make_optimizer, model_factory
 from .ranks import RankJob, run_ranks
 
 
@@ -89,7 +89,7 @@ def run_distributed(case: Case) -> DistributedRun:
 
 def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
     seed_all(case.seed)
-    model = resolve(case.model)(device=case.device)
+    model = model_factory(case)(device=case.device)
     initial = _cpu_params(model)
     opt = make_optimizer(case, model.parameters())
     scheduler = make_scheduler(case, opt) if case.scheduler else None
@@ -126,7 +126,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
     from torch.nn.parallel import DistributedDataParallel
 
     seed_all(case.seed)
-    model = resolve(case.model)(device=case.device)
+    model = model_factory(case)(device=case.device)
     ddp = DistributedDataParallel(model, device_ids=[rank] if case.device.startswith("cuda") else None)
     if zero:
         opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=resolve(case.optimizer),

@@ -14,7 +14,7 @@ from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
-from .models import make_data
+from .models import make_data, model_factory
 
 Groups = list[tuple[list[torch.nn.Parameter], dict]]
 
@@ -26,11 +26,6 @@ class CannotApply(Exception):
 def needs_closure(optimizer_cls: type) -> bool:
     closure = inspect.signature(optimizer_cls.step).parameters.get("closure")
     return closure is not None and closure.default is inspect.Parameter.empty
-
-
-def model_factory(case: Case):
-    """The case's model factory: an import path, or a callable (a strategies.MLP blueprint)."""
-    return case.model if callable(case.model) else resolve(case.model)
 
 
 def make_model(case: Case, tied: bool) -> torch.nn.Module:

@@ -26,13 +26,19 @@ def loss_for(kind: str) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda out: out.pow(2).sum()
 
 
+def model_factory(case: Any) -> Callable[..., torch.nn.Module]:
+    """The case's model factory: an import path, or a callable (a strategies.MLP blueprint)."""
+    from ..spec.values import resolve
+
+    return case.model if callable(case.model) else resolve(case.model)
+
+
 def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
-    from ..spec.values import resolve
     from .devices import seed_all
 
     seed_all(case.seed)
-    model = resolve(case.model)(device=case.device)
+    model = model_factory(case)(device=case.device)
     inputs, loss_fn = make_data(case.data, case.device)
     loss_fn(model(inputs)).backward()
     return model, inputs, loss_fn
