@@ -1,15 +1,35 @@
-"""pytest-optimtest: spec-driven tests for PyTorch optimizers."""
+"""pytest-optimtest: spec-driven tests for PyTorch optimizers.
 
-from .assertions import KernelCount, assert_no_recompiles, assert_optim_parity, count_kernels
-from .checks.base import Check, NotApplicable
-from .checks.parity import assert_parity
-from .harness.compiled_run import CompiledRun, run_compiled
-from .harness.hook_recorder import HookEvent, derive_hook_order, mark, record_hook_order
-from .spec import Case, SpecError, json_schema, load_case, load_spec
+Names load on first use (PEP 562): the pytest plugin imports this package in every session,
+and must not pull in torch where no spec or fixture of ours is used.
+"""
 
-__all__ = [
-    "Case", "Check", "CompiledRun", "HookEvent", "KernelCount", "NotApplicable", "SpecError",
-    "assert_no_recompiles", "assert_optim_parity", "assert_parity", "count_kernels", "derive_hook_order",
-    "json_schema", "load_case", "load_spec", "mark", "record_hook_order", "run_compiled",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "KernelCount": ".assertions", "assert_no_recompiles": ".assertions", "assert_optim_parity": ".assertions",
+    "count_kernels": ".assertions",
+    "Check": ".checks.base", "NotApplicable": ".checks.base",
+    "assert_parity": ".checks.parity",
+    "CompiledRun": ".harness.compiled_run", "run_compiled": ".harness.compiled_run",
+    "HookEvent": ".harness.hook_recorder", "derive_hook_order": ".harness.hook_recorder", "mark": ".harness.hook_recorder",
+    "record_hook_order": ".harness.hook_recorder",
+    "Case": ".spec", "SpecError": ".spec", "json_schema": ".spec", "load_case": ".spec", "load_spec": ".spec",
+}
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pytest_optimtest' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -15,18 +15,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-import torch
+from typing import TYPE_CHECKING
 
-from .harness.devices import unavailable_reason
-from .spec import Case, SpecError, load_cases
+import pytest
+
+from .harness.devices import selected_devices, unavailable_reason
+
+if TYPE_CHECKING:  # this module is loaded in every session: torch and the spec code load on use
+    import torch
+
+    from .spec import Case, SpecError
 
 MARKER = "optim_spec"
+
+
+def parametrize_from_marker(metafunc: pytest.Metafunc, marker: Any) -> None:
+    """Parametrize `optim_case` over the marker's cases; a marker naming none errors its test alone."""
+    from .spec import SpecError
+
+    try:
+        cases = cases_for_marker(marker, Path(str(metafunc.definition.path)), metafunc.config.rootpath)
+    except (SpecError, ValueError) as exc:  # this test errors at setup; the rest of the session runs
+        metafunc.parametrize("optim_case", [MarkerError(spec_error_text(exc))], ids=["invalid-optim_spec"], indirect=True)
+        return
+    devices = selected_devices(metafunc.config)
+    cases = [c for c in cases if devices is None or c.device in devices]
+    metafunc.parametrize("optim_case", cases, ids=[c.id for c in cases], indirect=True)
 
 
 def cases_for_marker(marker: Any, test_file: Path, rootdir: Path) -> list[Case]:
     """The cases `@pytest.mark.optim_spec(path, case=glob)` names: path relative to the test
     file's folder, else to the rootdir; ValueError/SpecError when it names nothing."""
+    from .spec import Case, load_cases
+
     if not marker.args:
         raise ValueError("@pytest.mark.optim_spec needs a spec path: optim_spec('specs/lion.yaml', case='*')")
     raw = Path(marker.args[0])
@@ -78,6 +99,8 @@ class CompiledOptimizer:
 def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
     """The current case compiled: `compiled_optimizer.step()` runs the compiled step under no_grad;
     dynamo and inductor state is fresh for the test and restored after."""
+    import torch
+
     from .harness.compiled_run import compile_step
     from .harness.isolation import isolated_case
     from .harness.models import copy_with_grads, make_optimizer, model_with_grads

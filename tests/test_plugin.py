@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import torch
 
 from pytest_optimtest.harness.torch_api import torch_version
 
@@ -44,7 +45,7 @@ def specs(pytester):
 
 def test_collects_readable_stable_ids(pytester, specs):
     specs(sgd=SGD_SPEC)
-    result = pytester.runpytest_inprocess("--optim-spec", "specs", "--collect-only", "-q")
+    result = pytester.runpytest_inprocess("--optim-spec", "specs", "--optim-device", "cpu,cuda", "--collect-only", "-q")
     result.stdout.fnmatch_lines([
         "specs/sgd.yaml::sgd-default-cpu::parity",
         "specs/sgd.yaml::sgd-default-cpu::kernel_count",
@@ -52,6 +53,18 @@ def test_collects_readable_stable_ids(pytester, specs):
         "specs/sgd.yaml::sgd-momentum-cpu::parity",
         "*8 tests collected*",
     ])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")
+def test_absent_devices_are_not_generated_and_the_header_says_so(pytester, specs):
+    specs(sgd=SGD_SPEC)
+    result = pytester.runpytest_inprocess("--optim-spec", "specs", "--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "optimtest: 4 items of cuda cases not generated, no CUDA device on this machine "
+        "(--optim-device cuda lists them as skips)",
+        "*4 tests collected*",
+    ])
+    assert "-cuda::" not in result.stdout.str()
 
 
 def test_runs_only_specs_not_testpaths(pytester, specs):
@@ -70,13 +83,13 @@ def test_device_filter_and_k_selection(pytester, specs):
 def test_ini_option(pytester, specs):
     specs(sgd=SGD_SPEC)
     pytester.makeini("[pytest]\noptim_spec = specs\n")
-    result = pytester.runpytest_inprocess("--collect-only", "-q")
+    result = pytester.runpytest_inprocess("--optim-device", "cpu,cuda", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["*8 tests collected*"])
 
 
 def test_full_run_passes_skips_cuda_and_applies_xfail(pytester, specs):
     specs(sgd=SGD_SPEC)
-    result = pytester.runpytest_subprocess("--optim-spec", "specs", "-rsx")
+    result = pytester.runpytest_subprocess("--optim-spec", "specs", "--optim-device", "cpu,cuda", "-rsx")
     result.assert_outcomes(passed=3, skipped=4, xfailed=1)
     result.stdout.fnmatch_lines(["*cuda case: no CUDA device on this machine*", "*momentum creates its buffer*"])
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def unavailable_reason(device: str) -> str | None:
     """Why `device` cannot run here, or None when it can."""
@@ -24,3 +26,9 @@ def seed_all(seed: int) -> None:
     import torch
 
     torch.manual_seed(seed)  # seeds CUDA and MPS generators too
+
+
+def selected_devices(config: Any) -> set[str] | None:
+    """The devices `--optim-device` names, or None when it is not given."""
+    value = config.getoption("optim_device")
+    return {d.strip() for d in value.split(",") if d.strip()} if value else None

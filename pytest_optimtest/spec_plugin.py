@@ -1,0 +1,341 @@
+"""The working half of the plugin, registered only in sessions with specs: spec collection,
+one item per (case, check), the run cache, reports, update mode and the baseline gate."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import update
+from . import report as reporting
+from .checks import CHECKS, NotApplicable, RegistryError, register, reset_to_builtin
+from .harness.devices import selected_devices, unavailable_reason
+from .harness.properties import register_profiles
+from .harness.run_cache import RunCache
+from .spec import Case, SpecError, expand, load_spec
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+ENTRY_POINT_GROUP = "pytest_optimtest.checks"
+_RUNS = pytest.StashKey[RunCache]()
+_SPEC_ROOTS = pytest.StashKey[list]()
+_CHECK_SECONDS = pytest.StashKey[list]()
+_RESULTS = pytest.StashKey[reporting.Results]()
+_REMAINING = pytest.StashKey[Counter]()  # case id -> its items not yet torn down
+_OUTCOMES = pytest.StashKey[dict]()  # (case id, check) -> None (passed) or why not
+_ABSENT = pytest.StashKey[Counter]()  # (device, why unavailable) -> items not generated
+
+
+def activate(config: pytest.Config, roots: list[Path]) -> None:
+    """Set this session up to run the specs under `roots` (called from the entry point's configure)."""
+    register_profiles()
+    _register_third_party_checks(config)
+    config.stash[_SPEC_ROOTS] = roots
+    config.stash[_RUNS] = RunCache()
+    config.stash[_CHECK_SECONDS] = [0.0]
+    config.stash[_RESULTS] = reporting.Results()
+    config.stash[_REMAINING] = Counter()
+    config.stash[_OUTCOMES] = {}
+    config.stash[_ABSENT] = Counter()
+    config.pluginmanager.register(_ResultsCollector(config.stash[_RESULTS]))
+    config.pluginmanager.register(sys.modules[__name__], "optimtest-specs")
+    if config.getoption("optim_spec") and config.args_source != pytest.Config.ArgsSource.ARGS:
+        # `pytest --optim-spec specs/` runs the specs, not the testpaths.
+        config.args[:] = [str(p) for p in config.getoption("optim_spec")]
+    else:
+        covered = [Path(a.split("::")[0]).resolve() for a in config.args]
+        config.args.extend(str(r) for r in roots if not any(r == c or c in r.parents for c in covered))
+    if getattr(config.option, "dist", "no") == "load":
+        # Keep a case's checks on one worker, so its compiled run is made once (xdist_group marks).
+        config.option.dist = "loadgroup"
+    if getattr(config, "workerinput", {}).get("optimtest_loadgroup"):
+        config.option.loadgroup = True  # xdist workers parse their own argv, which says only -n
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reset_to_builtin()
+
+
+def _register_third_party_checks(config: pytest.Config) -> None:
+    from importlib.metadata import entry_points
+
+    found = [c for checks in config.hook.pytest_optimtest_checks() for c in (checks or [])]
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        loaded = ep.load()
+        loaded = loaded() if callable(loaded) and not hasattr(loaded, "applies_to") else loaded
+        found += list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
+    for check in found:
+        try:
+            register(check, CHECKS)
+        except RegistryError as exc:
+            raise pytest.UsageError(f"pytest-optimtest: cannot register check: {exc}") from None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in SPEC_SUFFIXES:
+        return None
+    roots = parent.config.stash[_SPEC_ROOTS]
+    if any(file_path == r or r in file_path.parents for r in roots):
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SpecFile(pytest.File):
+    """A spec: one child per case, or one error item when the spec is invalid."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        try:
+            spec, locator = load_spec(self.path)
+            cases = expand(spec, locator)
+        except SpecError as exc:
+            yield SpecErrorItem.from_parent(self, name="spec-error", error=exc)
+            return
+        chosen = selected_devices(self.config)
+        absent = self.config.stash[_ABSENT]
+        for case in cases:
+            if chosen is not None and case.device not in chosen:
+                continue
+            why = unavailable_reason(case.device) if chosen is None else None
+            if why:  # not generated: a CPU machine shows its real results, not a wall of skips
+                absent[case.device, why] += len(case.checks)
+                continue
+            yield CaseNode.from_parent(self, name=case.id, case=case)
+
+
+class SpecErrorItem(pytest.Item):
+    """Reports a broken spec as an error of that file alone; other specs still run."""
+
+    def __init__(self, *, error: SpecError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def setup(self) -> None:
+        pytest.fail(f"invalid optimizer spec: {self.error}", pytrace=False)
+
+    def runtest(self) -> None:  # pragma: no cover - setup always fails
+        pass
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.error.line or 1) - 1, f"spec-error: {self.error.path}"
+
+
+class CaseNode(pytest.Collector):
+    """One generated case; its children are the checks the spec asks for, prerequisites first."""
+
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for name in self.case.checks:
+            item = CheckItem.from_parent(self, name=name, case=self.case, check=name)
+            item.add_marker(pytest.mark.xdist_group(name=self.case.id))
+            if name in self.case.xfail:
+                item.add_marker(pytest.mark.xfail(reason=self.case.xfail[name], strict=True))
+            yield item
+        if self.config.getoption("optim_benchmark") and isinstance(self.case, Case) and not self.case.closure \
+                and self.case.scheduler is None:
+            from .benchmark import benchmark_items
+
+            yield from benchmark_items(self, self.case)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.case.line or 1) - 1, self.case.id
+
+
+class CheckItem(pytest.Item):
+    """Runs one check on one case."""
+
+    def __init__(self, *, case: Case, check: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.check = check
+        self.summary: str | None = None
+        self.user_properties.append((reporting.RECORD_KEY, reporting.record(self, {})))
+
+    def setup(self) -> None:
+        reason = unavailable_reason(self.case.device) or self.case.skip.get(self.check)
+        if reason:
+            pytest.skip(reason)
+        for needed in CHECKS[self.check].prerequisites:
+            if needed in self.case.checks:
+                why = self._prerequisite(needed)
+                if why:
+                    pytest.skip(f"prerequisite {needed!r} did not pass: {why}")
+
+    def _prerequisite(self, name: str) -> str | None:
+        """None when check `name` passed on this case (running it now if it has not run here yet)."""
+        outcomes = self.config.stash[_OUTCOMES]
+        key = (self.case.id, name)
+        if key not in outcomes:
+            if name in self.case.skip:
+                outcomes[key] = f"skipped: {self.case.skip[name]}"
+            else:
+                try:
+                    CHECKS[name].run(self.case, self.config.stash[_RUNS])
+                    outcomes[key] = None
+                except NotApplicable as exc:
+                    outcomes[key] = f"not applicable: {exc}"
+                except Exception as exc:  # any failure of the prerequisite is the reason to skip
+                    outcomes[key] = _why(exc)
+        return outcomes[key]
+
+    def runtest(self) -> None:
+        start = time.perf_counter()
+        outcomes, key = self.config.stash[_OUTCOMES], (self.case.id, self.check)
+        runs = self.config.stash[_RUNS]
+        try:
+            self.summary = CHECKS[self.check].run(self.case, runs)
+            outcomes[key] = None
+            self.add_report_section("call", "optimtest", self.summary or "")  # shown by -rP / -rA
+        except NotApplicable as exc:
+            outcomes[key] = f"not applicable: {exc}"
+            pytest.skip(str(exc))
+        except Exception as exc:
+            outcomes[key] = _why(exc)
+            raise
+        finally:
+            self.config.stash[_CHECK_SECONDS][0] += time.perf_counter() - start
+            self.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(self, reporting.item_metrics(self.check, self.case, runs)))]
+
+    def teardown(self) -> None:
+        remaining = self.config.stash[_REMAINING]
+        remaining[self.case.id] -= 1
+        if remaining[self.case.id] <= 0:  # every item of the case ran, in whatever order: free its runs
+            self.config.stash[_RUNS].release(self.case.id)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        exc = excinfo.value
+        where = f"[{self.check}] {self.case.id} ({self.case.location})"
+        if isinstance(exc, AssertionError):
+            return f"{where}\n{exc}"
+        return f"{where}\nerror while running the case: {type(exc).__name__}: {exc}"
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.case.line or 1) - 1, f"{self.check}[{self.case.id}]"
+
+
+def _why(exc: BaseException) -> str:
+    """A failure in one line, for the skip reason of the checks that needed it."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]):
+    """Count each case's items after every plugin deselected (-k, pytest-split): when the last
+    one is torn down, the case's runs are freed."""
+    result = yield
+    remaining = config.stash[_REMAINING]
+    for item in items:
+        if isinstance(item, CheckItem):
+            remaining[item.case.id] += 1
+    return result
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    absent = config.stash[_ABSENT]
+    return [f"optimtest: {n} items of {device} cases not generated, {why.partition(': ')[2] or why} "
+            f"(--optim-device {device} lists them as skips)" for (device, why), n in absent.items()]
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash.setdefault(_PARTIAL, []).append(len(items))
+
+
+_PARTIAL = pytest.StashKey[list]()
+
+
+class _ResultsCollector:
+    """Receives every report (workers' too, under xdist) and keeps the generated items' records."""
+
+    def __init__(self, results: reporting.Results) -> None:
+        self.results = results
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.results.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    runs = config.stash.get(_RUNS, None)
+    if runs is not None and runs.cases_run:
+        seconds = config.stash[_CHECK_SECONDS][0]
+        terminalreporter.write_line(
+            f"optimtest: {runs.cases_run} case runs (compiled, compile-health, distributed); {seconds:.1f}s inside checks"
+        )
+    results = config.stash.get(_RESULTS, None)
+    if results is None or not results.records:
+        return
+    terminalreporter.section("optimtest summary per spec")
+    for line in reporting.terminal_table(results.rows()):
+        terminalreporter.write_line(line)
+    for line in config.stash.get(_MESSAGES, []):
+        terminalreporter.write_line(line)
+
+
+_MESSAGES = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    results = config.stash.get(_RESULTS, None)
+    if results is None or hasattr(config, "workerinput"):  # xdist workers: the controller reports
+        return
+    from .harness.torch_api import torch_version
+
+    messages = config.stash.setdefault(_MESSAGES, [])
+    if config.getoption("optim_report"):
+        reporting.write_json(config.getoption("optim_report"), results, torch_version())
+        messages.append(f"optimtest: report written to {config.getoption('optim_report')}")
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file and results.records:
+        with open(summary_file, "a", encoding="utf-8") as f:
+            f.write(reporting.markdown(results.rows(), torch_version()))
+    if config.getoption("optim_baseline"):
+        found = reporting.regressions(config.getoption("optim_baseline"), results)
+        if found:
+            messages.append(f"optimtest: {len(found)} regression(s) against {config.getoption('optim_baseline')}:")
+            messages += [f"  {line}" for line in found]
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        else:
+            messages.append(f"optimtest: no kernel-count, recompile or graph-break regression against {config.getoption('optim_baseline')}")
+    if config.getoption("optim_update_expected"):
+        messages += _update_expected(config, results)
+
+
+def _update_expected(config: pytest.Config, results: reporting.Results) -> list[str]:
+    partial = _partial_run(config)
+    if partial and not config.getoption("optim_update_force"):
+        return [f"optimtest: --optim-update-expected refused: a partial run ({partial}) would mark unrun entries stale "
+                "and write expectations from some cases only; rerun the whole suite, or add --optim-update-force"]
+    planned = update.plan(results.records)
+    lines = [f"optimtest: updated {line}" for line in update.apply(planned.changes)]
+    lines += [f"optimtest: not updated: {c}" for c in planned.conflicts]
+    lines += [f"optimtest: stale: {s}" for s in planned.stale]
+    return lines or ["optimtest: --optim-update-expected: every expectation already matches"]
+
+
+def _partial_run(config: pytest.Config) -> str | None:
+    option = config.option
+    reasons = []
+    if getattr(option, "keyword", ""):
+        reasons.append(f"-k {option.keyword!r}")
+    if getattr(option, "markexpr", ""):
+        reasons.append(f"-m {option.markexpr!r}")
+    if getattr(option, "lf", False):
+        reasons.append("--lf")
+    if getattr(option, "deselect", None):
+        reasons.append("--deselect")
+    if any("::" in str(a) for a in config.args):
+        reasons.append("node ids")
+    if config.stash.get(_PARTIAL, None):
+        reasons.append("deselected items")
+    return ", ".join(dict.fromkeys(reasons)) or None
