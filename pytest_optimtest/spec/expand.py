@@ -55,6 +55,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     _check_values({"model": {"import": spec.model}}, (), locator)
     prefix = spec.name or optimizer_cls.__name__.lower()
     distributed = _distributed_cases(spec, locator)
+    _bound_case_count(spec, locator)
 
     cases: list[Case] = []
     seen: dict[str, int] = {}
@@ -168,6 +169,24 @@ def _distributed_cases(spec: Spec, locator: Locator) -> set[str]:
         if name not in names:
             raise locator.error(("distributed", "cases", i), f"no case named {name!r}{did_you_mean(name, names)}")
     return set(chosen)
+
+
+MAX_CASES = 10_000
+
+
+def _bound_case_count(spec: Spec, locator: Locator) -> None:
+    """cases x grid x schedulers x closure x devices must stay under MAX_CASES; counted, not built."""
+    total = 0
+    for index, entry in enumerate(spec.cases):
+        for device in entry.devices or spec.devices:
+            if device in spec.devices:
+                combos = 1
+                for axis in spec.grid.values():
+                    combos *= len(axis.values) if axis.devices is None or device in axis.devices else 1
+                total += combos * len(_scheduler_names(entry, spec.schedulers)) * len(entry.closure or spec.closure)
+        if total > MAX_CASES:
+            raise locator.error(("cases", index), f"the spec expands to more than {MAX_CASES:,} cases by this one "
+                                                  "(cases x grid x schedulers x closure x devices); split it into several specs")
 
 
 def _id_part(key: str, value: Any) -> str:

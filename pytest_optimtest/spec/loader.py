@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 import pydantic
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 
 from .errors import SpecError, did_you_mean, key_path
 from .schema import HookOrderFuzzSpec, HookOrderSpec, Spec
@@ -46,43 +48,123 @@ def _line_of(node: Any) -> int | None:
     return lc.line + 1 if lc is not None and lc.line is not None else None
 
 
-def to_plain(node: Any) -> Any:
-    """ruamel's commented containers and scalar subclasses -> plain Python values."""
+MAX_BYTES = 1 << 20  # the largest shipped spec is 12 KB
+MAX_NODES = 20_000  # YAML nodes as written
+MAX_VALUES = 100_000  # scalars and containers once aliases are expanded
+MAX_DEPTH = 32
+
+
+class _Budget:
+    """Counts the values `to_plain` produces, so an alias bomb fails fast instead of hanging."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.left = path, MAX_VALUES
+
+    def spend(self, parts: tuple[object, ...], locator: Locator | None) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _too_big(self.path, parts, locator, f"the spec expands to more than {MAX_VALUES:,} values "
+                                                       "(YAML aliases repeat what they point to)")
+        if len(parts) > MAX_DEPTH:
+            raise _too_big(self.path, parts, locator, f"nested more than {MAX_DEPTH} levels deep")
+
+
+def _too_big(path: str, parts: tuple[object, ...], locator: Locator | None, message: str) -> SpecError:
+    return locator.error(parts[:MAX_DEPTH], message) if locator else SpecError(path, None, key_path(parts), message)
+
+
+def to_plain(node: Any, budget: _Budget | None = None, locator: Locator | None = None,
+             parts: tuple[object, ...] = ()) -> Any:
+    """ruamel's commented containers and scalar subclasses -> plain Python values (bounded)."""
+    if budget is not None:
+        budget.spend(parts, locator)
     if isinstance(node, dict):
-        return {to_plain(k): to_plain(v) for k, v in node.items()}
+        return {_scalar(k): to_plain(v, budget, locator, (*parts, _key(k))) for k, v in node.items()}
     if isinstance(node, list):
-        return [to_plain(v) for v in node]
+        return [to_plain(v, budget, locator, (*parts, i)) for i, v in enumerate(node)]
+    return _scalar(node)
+
+
+def _key(key: Any) -> object:
+    return key if isinstance(key, (str, int)) and not isinstance(key, bool) else repr(key)
+
+
+def _scalar(node: Any) -> Any:
     for kind in (bool, int, float, str):
         if isinstance(node, kind):
             return kind(node)
     return node
 
 
-def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpec, Locator]:
-    """Parse and validate one spec file; raise `SpecError` on any bad input."""
-    path = str(path)
+def _read(path: str) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
     except OSError as exc:
-        raise SpecError(path, None, "", f"cannot read spec: {exc.strerror}") from None
+        raise SpecError(path, None, "", f"cannot read spec: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise SpecError(path, None, "", f"spec file is larger than {MAX_BYTES // 1024} KiB; is it a spec?")
     try:
-        root = YAML(typ="rt").load(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SpecError(path, line, "", f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+
+
+def _prescan(path: str, text: str) -> None:
+    """Bound nodes and nesting on the event stream before building anything: the parser is a
+    state machine, while the composer recurses and the round-trip loader takes ~0.1 ms a node."""
+    depth = 0
+    for count, event in enumerate(YAML(typ="rt").parse(text)):
+        line = event.start_mark.line + 1 if event.start_mark else None
+        if count > MAX_NODES:
+            raise SpecError(path, line, "", f"more than {MAX_NODES:,} YAML nodes; the shipped specs have a few hundred")
+        if isinstance(event, (MappingStartEvent, SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecError(path, line, "", f"nested more than {MAX_DEPTH} levels deep")
+        elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
+            depth -= 1
+
+
+def _parse(path: str, text: str) -> Any:
+    try:
+        _prescan(path, text)
+        return YAML(typ="rt").load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise SpecError(path, line, "", f"YAML syntax error: {exc.problem or exc}") from None
+        raise SpecError(path, mark.line + 1 if mark else None, "", f"YAML syntax error: {exc.problem or exc}") from None
+    except YAMLError as exc:  # ReaderError (a control character), ...: no problem_mark, maybe a position
+        line = text[:exc.position].count("\n") + 1 if isinstance(getattr(exc, "position", None), int) else None
+        reason = getattr(exc, "reason", None) or str(exc).splitlines()[0]
+        raise SpecError(path, line, "", f"not readable as YAML: {reason}") from None
+    except RecursionError:
+        raise SpecError(path, None, "", "nested too deeply to parse") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        digits = max(re.finditer(r"\d+", text), key=lambda m: len(m.group()), default=None)
+        if digits is None or "digits" not in str(exc):
+            raise SpecError(path, None, "", f"not readable as YAML: {exc}") from None
+        line = text[:digits.start()].count("\n") + 1
+        raise SpecError(path, line, "", f"a number of {len(digits.group()):,} digits is too large for a spec") from None
+
+
+def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpec, Locator]:
+    """Parse and validate one spec file; raise `SpecError` on any bad input, in bounded time."""
+    path = str(path)
+    root = _parse(path, _read(path))
     locator = Locator(path, root)
     if root is None:
         raise SpecError(path, 1, "", "empty spec: expected a mapping with at least 'optimizer'")
     if not isinstance(root, CommentedMap):
         raise SpecError(path, _line_of(root) or 1, "", f"a spec is a mapping, not {type(root).__name__}")
-    kind = root.get("kind")
-    if kind is not None and kind not in KINDS:
+    plain = to_plain(root, _Budget(path), locator)
+    kind = plain.get("kind")
+    if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
         raise locator.error(("kind",), f"unknown kind {kind!r}{did_you_mean(str(kind), KINDS)}; "
                                        f"one of {', '.join(KINDS)}, or none for an optimizer spec")
     schema = KINDS.get(kind, Spec)
     try:
-        spec = schema.model_validate(to_plain(root))
+        spec = schema.model_validate(plain)
     except pydantic.ValidationError as exc:
         raise _first_error(exc, locator, schema) from None
     return spec, locator
@@ -98,8 +180,12 @@ def _first_error(exc: pydantic.ValidationError, locator: Locator, schema: Any) -
         return locator.error(parts, f"unknown key {parts[-1]!r}{did_you_mean(str(parts[-1]), allowed)}")
     message = err["msg"]
     if err["type"] != "value_error" and "input" in err:
-        message += f", got {err['input']!r}"
+        message += f", got {_short(repr(err['input']))}"
     return locator.error(parts, message.removeprefix("Value error, "))
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _allowed_keys(parts: tuple[object, ...], model: Any) -> list[str]:

@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 Device = Literal["cpu", "cuda", "mps"]
 NAME = r"^[a-z0-9][a-z0-9_]*$"
 TORCH_VERSION = re.compile(r"^\d+\.\d+$")
+MAX_STEPS = 1000  # optimizer steps, train iterations: a typo like 10**20 is a spec error, not a hang
+MAX_COMPILES = 100
+MAX_EXAMPLES = 1_000_000
 
 
 class _Strict(BaseModel):
@@ -49,7 +52,7 @@ class CaseSpec(_Strict):
     )
     devices: list[Device] | None = None
     closure: list[bool] | None = None
-    steps: int | None = Field(None, ge=1)
+    steps: int | None = Field(None, ge=1, le=MAX_STEPS)
     tolerance: Tolerance | None = None
 
 
@@ -63,7 +66,7 @@ class ParamGroupSpec(_Strict):
 class InBackwardSpec(_Strict):
     """How the in-backward checks build and compare their models."""
 
-    steps: int = Field(6, ge=1)
+    steps: int = Field(6, ge=1, le=MAX_STEPS)
     groups: list[ParamGroupSpec] = Field(
         [ParamGroupSpec(params=["*weight"]), ParamGroupSpec(params=["*bias"])],
         description="optimizer groups (PyTorch's test: weights, biases); kwargs go over the case's",
@@ -112,7 +115,7 @@ class Perturbation(_Strict):
     clear_state: bool = False
     add_param_group: dict[str, Any] | None = None
     set_group: dict[str, Any] | None = None
-    recompiles: int = Field(1, ge=0, description="recompiles the next compiled step must make")
+    recompiles: int = Field(1, ge=0, le=MAX_COMPILES, description="recompiles the next compiled step must make")
     kernel_counts: KernelTable = Field({}, description="kernels that recompile generates, keyed as kernel_counts")
 
     @model_validator(mode="after")
@@ -135,20 +138,20 @@ class Perturbation(_Strict):
 class Warmup(_Strict):
     """Steps before the steady state, and how many times they may compile the step."""
 
-    steps: int = Field(1, ge=1)
-    compiles: int = Field(1, ge=1, description="e.g. 2 for SGD with momentum: its buffer appears after step 1")
+    steps: int = Field(1, ge=1, le=MAX_STEPS)
+    compiles: int = Field(1, ge=1, le=MAX_COMPILES, description="e.g. 2 for SGD with momentum: its buffer appears after step 1")
 
 
 class RecompileSpec(_Strict):
     """What the recompile check expects of the compiled step."""
 
     warmup: Warmup = Warmup()
-    steps: int = Field(4, ge=1, description="steady steps after warm-up; none may recompile")
+    steps: int = Field(4, ge=1, le=MAX_STEPS, description="steady steps after warm-up; none may recompile")
     perturbations: list[Perturbation] = Field([Perturbation(clear_state=True)], description="applied in order")
     schedulers: dict[str, int] = Field(
         {}, description="scheduler name -> recompiles its steps may cause over the steady steps (default 0)"
     )
-    load_state_dict: int = Field(1, ge=0, description="recompiles a load_state_dict into the compiled optimizer may cause")
+    load_state_dict: int = Field(1, ge=0, le=MAX_COMPILES, description="recompiles a load_state_dict into the compiled optimizer may cause")
 
 
 class DistributedSpec(_Strict):
@@ -157,11 +160,11 @@ class DistributedSpec(_Strict):
     cases: list[str] | None = Field(
         None, description="names of the cases to run on N ranks, with their scheduler variants (default: the first case)"
     )
-    world_size: int = Field(2, ge=2)
-    iterations: int = Field(3, ge=1, description="train steps: forward, backward, optimizer step, zero_grad")
-    batch: int = Field(8, ge=1, description="global batch, split evenly across the ranks")
+    world_size: int = Field(2, ge=2, le=64)
+    iterations: int = Field(3, ge=1, le=MAX_STEPS, description="train steps: forward, backward, optimizer step, zero_grad")
+    batch: int = Field(8, ge=1, le=65536, description="global batch, split evenly across the ranks")
     zero: bool = Field(True, description="also run ZeroRedundancyOptimizer over the spec's optimizer")
-    timeout_s: float = Field(180, gt=0, description="a rank still running after this is killed and the test fails")
+    timeout_s: float = Field(180, gt=0, le=86400, description="a rank still running after this is killed and the test fails")
     tolerance: Tolerance | None = Field(
         None, description="for DDP vs one process (a sharded batch sums in another order); default: the case's"
     )
@@ -198,8 +201,8 @@ class FuzzProperty(_Strict):
     @classmethod
     def _positive(cls, value: dict[str, int]) -> dict[str, int]:
         for profile, count in value.items():
-            if count < 1:
-                raise ValueError(f"examples[{profile!r}] must be at least 1, got {count}")
+            if not 1 <= count <= MAX_EXAMPLES:
+                raise ValueError(f"examples[{profile!r}] must be between 1 and {MAX_EXAMPLES}, got {count}")
         return value
 
 
@@ -207,17 +210,17 @@ class FuzzParity(FuzzProperty):
     """Compiled vs eager step on fuzzed parameter shapes (0-d, one-element, empty, views)."""
 
     dynamic: bool = Field(True, description="compile with dynamic shapes (one symbolic graph for every size)")
-    steps: int = Field(2, ge=1)
-    max_params: int = Field(4, ge=1)
-    max_dims: int = Field(3, ge=0)
-    max_side: int = Field(4, ge=1)
+    steps: int = Field(2, ge=1, le=MAX_STEPS)
+    max_params: int = Field(4, ge=1, le=64)
+    max_dims: int = Field(3, ge=0, le=6)
+    max_side: int = Field(4, ge=1, le=16)
 
 
 class FuzzInBackward(FuzzProperty):
     """In-backward vs the normally stepped reference on fuzzed MLPs, tied and untied."""
 
-    max_depth: int = Field(3, ge=2)
-    max_width: int = Field(6, ge=1)
+    max_depth: int = Field(3, ge=2, le=8)
+    max_width: int = Field(6, ge=1, le=256)
 
 
 class FuzzSpec(_Strict):
@@ -244,11 +247,11 @@ class Spec(_Strict):
     )
     devices: list[Device] = Field(["cpu"], min_length=1)
     closure: list[bool] = Field([False], min_length=1, description="run each case without/with a closure")
-    steps: int = Field(2, ge=1)
+    steps: int = Field(2, ge=1, le=MAX_STEPS)
     data: Literal["random", "ones"] = Field(
         "random", description="random: seeded randn input, squared loss; ones: PyTorch's torch.ones, sum loss"
     )
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2**63)
     tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1.3e-6)
     min_movement: float = Field(
         10.0, gt=0, description="params must move this many tolerances, else the comparison is vacuous"
@@ -258,9 +261,9 @@ class Spec(_Strict):
         {}, description="torch major.minor -> device -> {case-id glob or '*': generated kernel count}"
     )
     recompile: RecompileSpec = RecompileSpec()
-    graph_breaks: int = Field(0, ge=0, description="distinct graph-break reasons a compile without fullgraph must show")
+    graph_breaks: int = Field(0, ge=0, le=MAX_COMPILES, description="distinct graph-break reasons a compile without fullgraph must show")
     compile_budget_s: float | None = Field(
-        None, gt=0, description="fail compile_time past this many seconds (default: report only)"
+        None, gt=0, le=86400, description="fail compile_time past this many seconds (default: report only)"
     )
     cudagraphs: bool = Field(True, description="run CUDA cases under inductor's cudagraphs, as PyTorch's tests")
     in_backward: InBackwardSpec = InBackwardSpec()
@@ -323,7 +326,7 @@ class HookOrderSpec(_Strict):
     model: str = Field(description="import path of a module class or factory")
     model_kwargs: dict[str, Any] = {}
     inputs: str = Field(description="import path of a zero-argument callable returning the input (a tuple is unpacked)")
-    iterations: int = Field(1, ge=1, description="forward+backward passes, all recorded")
+    iterations: int = Field(1, ge=1, le=MAX_STEPS, description="forward+backward passes, all recorded")
     backward: bool = True
     drop_model_before_backward: bool = Field(False, description="delete the model between forward and backward")
     expected: Literal["derive"] | list[HookEventSpec] | dict[str, list[HookEventSpec]] = Field(
@@ -351,8 +354,8 @@ class HookOrderFuzzSpec(FuzzProperty):
 
     kind: Literal["hook_order_fuzz"]
     name: str = Field(pattern=NAME, description="the test id")
-    max_leaves: int = Field(6, ge=1, description="Linear leaves per tree, at most")
-    max_children: int = Field(3, ge=1, description="children per container, at most")
+    max_leaves: int = Field(6, ge=1, le=64, description="Linear leaves per tree, at most")
+    max_children: int = Field(3, ge=1, le=16, description="children per container, at most")
 
 
 def json_schema() -> dict[str, Any]:
