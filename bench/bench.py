@@ -1,7 +1,9 @@
-"""Benchmarks of the core plugin; prints a table of figures measured in this one run.
+"""Benchmarks of the core plugin; prints the figures measured in this one run.
 
-    python bench/bench.py                 # everything (about 10 minutes on 2 cores)
+    python bench/bench.py                 # everything (about 25 minutes on 2 cores)
+    python bench/bench.py --only import   # a one-test project's pytest, plugin loaded vs disabled
     python bench/bench.py --only collect  # collection of 10,000 generated cases
+    python bench/bench.py --only main     # the main job, cold and warm inductor cache
 
 Figures are ratios and wall times on this machine, never assertions: machines are noisy.
 """
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,7 +49,8 @@ def bench_collection(tmp: Path) -> dict[str, float]:
 import time, torch, torch._dynamo, pytest
 torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)  # torch's lazy imports happen here, not below
 start = time.perf_counter()
-pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--optim-spec", {str(tmp)!r}, "--rootdir", {str(tmp)!r}])
+pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--optim-spec", {str(tmp)!r}, "--rootdir", {str(tmp)!r},
+             "--optim-device", "cpu,cuda"])
 print("COLLECT_SECONDS", time.perf_counter() - start)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp).stdout
@@ -55,42 +60,67 @@ print("COLLECT_SECONDS", time.perf_counter() - start)
     return {"cases": cases, "items": items, "seconds": seconds}
 
 
-def bench_main_job(workers: int, cache_dir: str) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/torch_optim", "-q", "-p", "no:cacheprovider"]
+def bench_import(runs: int = 7) -> dict[str, float]:
+    """Median wall time of `pytest` in a one-test project, with this plugin loaded and disabled.
+
+    pytest-randomly is off in both: it imports Hypothesis itself, and it is not our dependency.
+    """
+    project = Path(tempfile.mkdtemp(prefix="one-test-"))
+    (project / "test_one.py").write_text("def test_one():\n    assert True\n")
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    times: dict[str, list[float]] = {"loaded": [], "disabled": []}
+    for _ in range(runs):  # interleaved, so drift on a shared machine hits both alike
+        for label, extra in (("loaded", []), ("disabled", ["-p", "no:optimtest"])):
+            start = time.perf_counter()
+            subprocess.run(base + extra, capture_output=True, cwd=project, check=True)
+            times[label].append(time.perf_counter() - start)
+    loaded, disabled = statistics.median(times["loaded"]), statistics.median(times["disabled"])
+    probe = "import sys, pytest; pytest.main(['-q', '-p', 'no:randomly', '-p', 'no:cacheprovider']); " \
+            "print('HEAVY', sorted(m for m in ('torch', 'pydantic', 'ruamel.yaml') if m in sys.modules))"
+    heavy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=project).stdout
+    return {"loaded": loaded, "disabled": disabled, "ratio": loaded / disabled,
+            "heavy": re.search(r"HEAVY (.*)", heavy).group(1)}
+
+
+def bench_main_job(cache_dir: str, workers: int = 1) -> dict[str, float | str]:
+    cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/", "-q", "-p", "no:cacheprovider"]
     if workers > 1:
-        cmd += ["-n", str(workers), "--dist", "loadscope"]
+        cmd += ["-n", str(workers)]
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - start
-    tail = proc.stdout.strip().splitlines()[-1]
-    session = float(re.search(r" in ([\d.]+)s", tail).group(1))
-    inside = re.search(r"optimtest: (\d+) compiled case runs; ([\d.]+)s inside checks", proc.stdout)
-    return {"wall": wall, "session": session, "inside_torch": float(inside.group(2)) if inside else float("nan"),
-            "result": tail.strip("= ")}
+    lines = proc.stdout.strip().splitlines()
+    tail = lines[-1] if lines else f"no output (exit {proc.returncode}): {proc.stderr[-500:]}"
+    inside = re.search(r"([\d.]+)s inside checks", proc.stdout)
+    return {"wall": wall, "inside": float(inside.group(1)) if inside else float("nan"), "result": tail.strip("= ")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["collect", "main"], default=None)
+    parser.add_argument("--only", choices=["import", "collect", "main"], default=None)
+    parser.add_argument("--workers", type=int, default=1, help="main job under pytest-xdist -n N (default serial)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.only in (None, "collect"):
+    print(f"# {platform.node()}: {os.cpu_count()} cores, python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
+    if args.only in (None, "import"):
+        r = bench_import()
+        print(f"import overhead: one-test project, median of 7: plugin loaded {r['loaded']:.2f}s, disabled "
+              f"{r['disabled']:.2f}s, ratio {r['ratio']:.3f} (target <= 1.10); heavy modules loaded: {r['heavy']}",
+              flush=True)
+    if args.only in (None, "collect"):
+        with tempfile.TemporaryDirectory() as tmp:
             c = bench_collection(Path(tmp))
-            print(f"collection: {c['cases']} cases, {c['items']} items in {c['seconds']:.2f}s "
-                  f"(torch import excluded; target < 2 s)")
-        if args.only in (None, "main"):
-            for workers in (1, 2):
-                cache = tempfile.mkdtemp(prefix="inductor-cache-")
-                for temperature in ("cold", "warm"):
-                    r = bench_main_job(workers, cache)
-                    line = f"main job specs/torch_optim, {'serial' if workers == 1 else '-n 2'}, {temperature} cache: " \
-                           f"wall {r['wall']:.1f}s, session {r['session']:.1f}s [{r['result']}]"
-                    if workers == 1:
-                        overhead = r["session"] - r["inside_torch"]
-                        line += (f"; inside checks (model, compile, steps) {r['inside_torch']:.1f}s, "
-                                 f"plugin overhead {overhead:.1f}s = {100 * overhead / r['session']:.1f}% of the session")
-                    print(line, flush=True)
+        print(f"collection: {c['cases']} cases, {c['items']} items in {c['seconds']:.2f}s "
+              f"(torch import excluded; target < 2 s)", flush=True)
+    if args.only in (None, "main"):
+        cache = tempfile.mkdtemp(prefix="inductor-cache-")  # empty: cold; the second run finds it filled: warm
+        for temperature in ("cold", "warm"):
+            r = bench_main_job(cache, args.workers)
+            where = "serial" if args.workers == 1 else f"-n {args.workers}"
+            print(f"main job `pytest --optim-spec specs/`, {where}, {temperature} inductor cache: wall "
+                  f"{r['wall'] / 60:.1f} min ({r['wall']:.0f}s), {r['inside']:.0f}s inside checks [{r['result']}]",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check(paths: list[Path]) -> int:
     from .spec import SpecError, expand, load_spec
+    from .spec.errors import internal_error
 
     files = [f for p in paths for f in (sorted(p.rglob("*.y*ml")) if p.is_dir() else [p])]
     failed = 0
@@ -44,6 +45,9 @@ def _check(paths: list[Path]) -> int:
         except SpecError as exc:
             failed += 1
             print(f"error: {exc}")
+        except Exception as exc:  # a bug of ours: report it and go on to the next file
+            failed += 1
+            print(f"error: {internal_error(file, exc)}")
         else:
             print(f"ok: {file}: {len(cases)} cases")
     if not files:

@@ -20,6 +20,7 @@ from .harness.devices import selected_devices, unavailable_reason
 from .harness.properties import register_profiles
 from .harness.run_cache import RunCache
 from .spec import Case, SpecError, expand, load_spec
+from .spec.errors import internal_error
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 ENTRY_POINT_GROUP = "pytest_optimtest.checks"
@@ -95,6 +96,9 @@ class SpecFile(pytest.File):
             cases = expand(spec, locator)
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=exc)
+            return
+        except Exception as exc:  # a bug of ours, not the spec's: this file errors, the session goes on
+            yield SpecErrorItem.from_parent(self, name="spec-error", error=internal_error(self.path, exc))
             return
         chosen = selected_devices(self.config)
         absent = self.config.stash[_ABSENT]

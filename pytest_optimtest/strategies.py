@@ -217,17 +217,18 @@ def tree_input(requires_grad: bool = True) -> torch.Tensor:
 # Strategies
 
 
-def shapes(max_dims: int = 3, max_side: int = 4, allow_empty: bool = True) -> st.SearchStrategy[tuple[int, ...]]:
+def shapes(max_dims: int = 3, max_side: int = 4, allow_empty: bool = True,
+           min_dims: int = 0) -> st.SearchStrategy[tuple[int, ...]]:
     """Tensor shapes: 0-d `()`, one-element `(1,)`, empty (a 0 side) and small n-d shapes."""
     side = st.integers(0 if allow_empty else 1, max_side)
-    return st.lists(side, max_size=max_dims).map(tuple)
+    return st.lists(side, min_size=min_dims, max_size=max_dims).map(tuple)
 
 
 @st.composite
 def params(draw: Any, max_dims: int = 3, max_side: int = 4, allow_empty: bool = True,
-           layouts: tuple[str, ...] = LAYOUTS) -> Param:
+           layouts: tuple[str, ...] = LAYOUTS, min_dims: int = 0) -> Param:
     """One `Param`: a shape from `shapes()` and a layout its dims allow."""
-    shape = draw(shapes(max_dims, max_side, allow_empty))
+    shape = draw(shapes(max_dims, max_side, allow_empty, min_dims))
     allowed = [l for l in layouts if l == "contiguous" or (l == "strided" and shape) or (l == "transposed" and len(shape) >= 2)]
     return Param(shape, draw(st.sampled_from(allowed or ["contiguous"])))
 

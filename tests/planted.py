@@ -188,3 +188,73 @@ class FirstDimSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad, alpha=-group["lr"] / max(1, p.shape[0]))
+
+
+# Faults that eager and compiled share: caught by the metamorphic properties, not by parity.
+
+class SkipZeroDimSGD(PlainSGD):
+    """Skips 0-d params (a `for row in p` style loop that never runs on a scalar)."""
+
+    def _update(self) -> None:
+        for p in self.param_groups[0]["params"]:
+            if p.grad is not None and p.dim() > 0:
+                p.add_(p.grad, alpha=-self.param_groups[0]["lr"])
+
+
+class ReshapeSGD(PlainSGD):
+    """Updates `p.reshape(-1)` in place: for a non-contiguous view, reshape copies, so the update is lost."""
+
+    def _update(self) -> None:
+        for p in self.param_groups[0]["params"]:
+            p.reshape(-1).add_(p.grad.reshape(-1), alpha=-self.param_groups[0]["lr"])
+
+
+class UpcastMomentumSGD(PlainSGD):
+    """SGD with momentum whose buffer is always float32, whatever the param's dtype."""
+
+    def _update(self) -> None:
+        for p in self.param_groups[0]["params"]:
+            state = self.state[p]
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
+            buf = state["momentum_buffer"].mul_(0.9).add_(p.grad)
+            p.add_(buf.to(p.dtype), alpha=-self.param_groups[0]["lr"])
+
+
+class PositionalSGD(PlainSGD):
+    """Scales each param's lr by its position in the group."""
+
+    def _update(self) -> None:
+        for i, p in enumerate(self.param_groups[0]["params"]):
+            p.add_(p.grad, alpha=-self.param_groups[0]["lr"] * (1 + 0.5 * i))
+
+
+class ForeachMaximizeSGD(torch.optim.Optimizer):
+    """SGD with `maximize` and `foreach`; the foreach path forgets maximize."""
+
+    def __init__(self, params, lr=0.1, maximize=False, foreach=False):
+        super().__init__(params, {"lr": lr, "maximize": maximize, "foreach": foreach})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            grads = [p.grad for p in params]
+            if group["foreach"]:
+                torch._foreach_add_(params, grads, alpha=-group["lr"])
+            else:
+                for p, g in zip(params, grads):
+                    p.add_(-g if group["maximize"] else g, alpha=-group["lr"])
+
+
+class UnseededNoiseSGD(RankNoiseSGD):
+    """SGD plus noise from a generator seeded by the OS: torch.manual_seed does not control it."""
+
+
+class LrFreeDecaySGD(PlainSGD):
+    """Weight decay applied as `p *= 1 - wd`, without lr: params shrink at lr=0."""
+
+    def _update(self) -> None:
+        super()._update()
+        for p in self.param_groups[0]["params"]:
+            p.mul_(1 - 0.01)

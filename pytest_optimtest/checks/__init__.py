@@ -11,6 +11,8 @@ from .fuzz import check_fuzz_hook_order, check_fuzz_in_backward, check_fuzz_pari
 from .in_backward import check_in_backward, check_in_backward_no_hook, check_in_backward_tied, check_in_backward_two_optimizers
 from .kernel_count import check_kernel_count
 from .leak import check_no_leak
+from .metamorphic import (check_fuzz_determinism, check_fuzz_dtypes, check_fuzz_elementwise, check_fuzz_maximize,
+                          check_fuzz_zero_lr)
 from .modtracker import check_hook_order
 from .parity import check_parity
 from .recompile import check_graph_breaks, check_recompile
@@ -42,6 +44,11 @@ BUILTIN: tuple[Check, ...] = (
     Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order"),
     Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz"),
     Check("fuzz_in_backward", check_fuzz_in_backward, "Hypothesis: in-backward vs reference on fuzzed, tied MLPs", "fuzz"),
+    Check("fuzz_elementwise", check_fuzz_elementwise, "Hypothesis: layout, splitting and param order do not change updates", "fuzz"),
+    Check("fuzz_maximize", check_fuzz_maximize, "Hypothesis: maximize on grad g equals minimize on -g, state included", "fuzz"),
+    Check("fuzz_dtypes", check_fuzz_dtypes, "Hypothesis: params and state keep their dtype and device", "fuzz"),
+    Check("fuzz_determinism", check_fuzz_determinism, "Hypothesis: two runs from one seed are bitwise equal", "fuzz"),
+    Check("fuzz_zero_lr", check_fuzz_zero_lr, "Hypothesis: lr=0 leaves params unchanged", "fuzz"),
     Check("fuzz_hook_order", check_fuzz_hook_order, "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz"),
 )
 

@@ -22,6 +22,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 _COMMON = {
     "deadline": None,  # a compile takes seconds; Hypothesis's 200 ms deadline would flag every example
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+    "report_multiple_bugs": False,  # one shrunk failure with its message, not an ExceptionGroup of several
 }
 
 

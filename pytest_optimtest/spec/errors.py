@@ -37,3 +37,10 @@ def key_path(parts: Iterable[object]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
+
+
+def internal_error(path: object, exc: BaseException) -> SpecError:
+    """A loader failure that is pytest-optimtest's bug, worded as such, for that file alone."""
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return SpecError(str(path), None, "", f"pytest-optimtest failed on this spec ({type(exc).__name__}: {first}); "
+                                          "this is a bug of pytest-optimtest, please report it with the file")

@@ -84,13 +84,22 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     return cases + _fuzz_cases(spec, locator, prefix, cases)
 
 
-FUZZ_CHECKS = {"parity": "fuzz_parity", "in_backward": "fuzz_in_backward"}
+FUZZ_CHECKS = {"parity": "fuzz_parity", "in_backward": "fuzz_in_backward", "elementwise": "fuzz_elementwise",
+               "maximize": "fuzz_maximize", "dtypes": "fuzz_dtypes", "determinism": "fuzz_determinism",
+               "zero_lr": "fuzz_zero_lr"}
+CONSTRUCTOR_NEEDS = {"maximize": "maximize", "zero_lr": "lr"}  # fuzz property -> the argument it sets
 
 
 def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case]) -> list[FuzzCase]:
     """One FuzzCase per device for the spec's `fuzz` section, drawing its plain cases."""
     if spec.fuzz is None:
         return []
+    takes = inspect.signature(resolve(spec.optimizer).__init__).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in takes.values())
+    for prop, argument in CONSTRUCTOR_NEEDS.items():
+        if getattr(spec.fuzz, prop) is not None and argument not in takes and not takes_any:
+            raise locator.error(("fuzz", prop), f"the {prop} property sets {argument!r}, which "
+                                                f"{spec.optimizer} does not take; remove it")
     settings = {FUZZ_CHECKS[name]: value for name, value in spec.fuzz if value is not None}
     checks = tuple(c for c in settings if spec.checks is None or c in spec.checks)
     out = []

@@ -223,11 +223,54 @@ class FuzzInBackward(FuzzProperty):
     max_width: int = Field(6, ge=1, le=256)
 
 
+class FuzzShapes(FuzzProperty):
+    """An eager metamorphic property over fuzzed params (0-d, one-element, empty, views)."""
+
+    steps: int = Field(3, ge=1, le=MAX_STEPS)
+    max_params: int = Field(4, ge=1, le=64)
+    min_dims: int = Field(0, ge=0, le=6, description="e.g. 2 for optimizers of matrices only (Muon)")
+    max_dims: int = Field(3, ge=0, le=6)
+    max_side: int = Field(4, ge=1, le=16)
+
+    @model_validator(mode="after")
+    def _dims(self) -> FuzzShapes:
+        if self.min_dims > self.max_dims:
+            raise ValueError(f"min_dims {self.min_dims} is above max_dims {self.max_dims}")
+        return self
+
+
+class FuzzMaximize(FuzzShapes):
+    """maximize=True on grad g equals maximize=False on -g."""
+
+    state: bool = Field(True, description="compare the state too (false: an optimizer that keeps it sign-flipped)")
+
+
+FuzzDtype = Literal["float64", "float32", "bfloat16", "float16"]
+
+
+class FuzzDtypes(FuzzShapes):
+    """Params and state keep their dtype and device."""
+
+    dtypes: list[FuzzDtype] = Field(["bfloat16", "float64"], min_length=1, description="tried in this order")
+
+
 class FuzzSpec(_Strict):
-    """Hypothesis properties of this optimizer; each draws the spec's plain cases."""
+    """Hypothesis properties of this optimizer; each draws the spec's plain cases.
+
+    parity and in_backward compare the compiled or in-backward run with eager; the others are
+    metamorphic properties of the eager step, which catch what eager and compiled share.
+    """
 
     parity: FuzzParity | None = None
     in_backward: FuzzInBackward | None = None
+    elementwise: FuzzShapes | None = Field(
+        None, description="declare only for optimizers whose update of an element depends on that element alone "
+        "(Adam, SGD, Lion; not Shampoo, Muon, Adafactor): layout, splitting and order do not change updates")
+    maximize: FuzzMaximize | None = Field(None, description="the constructor must take `maximize`")
+    dtypes: FuzzDtypes | None = None
+    determinism: FuzzShapes | None = Field(None, description="two runs with one seed are bitwise equal")
+    zero_lr: FuzzShapes | None = Field(
+        None, description="lr=0 leaves params bitwise unchanged; not for optimizers whose decay ignores lr")
 
 
 class Spec(_Strict):

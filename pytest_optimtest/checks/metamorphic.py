@@ -1,0 +1,262 @@
+"""Metamorphic properties of the eager step, fuzzed with Hypothesis.
+
+Parity compares an optimizer with itself (compiled vs eager), so a bug on both sides passes
+it. These properties compare two eager runs that must agree by a law of the optimizer:
+
+- elementwise: an element's update depends on that element alone, so layout (0-d, views),
+  splitting one param into pieces, and the order of params do not change any update;
+- maximize: maximize=True on grad g equals maximize=False on -g, state included;
+- dtypes: params and state keep their dtype and device;
+- determinism: two runs from one seed are bitwise equal;
+- zero_lr: lr=0 leaves params bitwise unchanged.
+
+Each example draws one of the spec's plain cases and a list of params; grads are drawn per
+step, so every run of an example sees the same gradients, transformed like its params.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+
+from ..harness.compare import max_movement, tensor_difference, value_differences
+from ..harness.devices import seed_all
+from ..harness.isolation import isolated_case
+from ..harness.models import make_optimizer
+from ..harness.properties import run_property
+from ..spec.schema import Tolerance
+from ..strategies import LAYOUTS, Param, Params, param_lists
+from .base import NotApplicable
+
+EXACT = Tolerance(atol=0.0, rtol=0.0)
+
+
+def _grads(blueprint: Params, device: str, seed: int, steps: int) -> list[list[torch.Tensor]]:
+    """grads[step][i]: contiguous, of params[i]'s shape."""
+    generator = torch.Generator().manual_seed(seed + 7919)
+    return [[torch.randn(p.shape, generator=generator).to(device) for p in blueprint.params] for _ in range(steps)]
+
+
+def _stepped(case: Any, params: list[torch.Tensor], grads: list[list[torch.Tensor]],
+             **overrides: Any) -> torch.optim.Optimizer:
+    """The case's optimizer (kwargs overridden) over `params`, stepped once per entry of `grads`."""
+    if overrides:
+        case = replace(case, kwargs={**case.kwargs, **overrides})
+    optimizer = make_optimizer(case, params)
+    for k, step_grads in enumerate(grads):
+        for p, g in zip(params, step_grads):
+            p.grad = g.clone()
+        seed_all(case.seed + 1 + k)
+        with torch.no_grad():
+            optimizer.step()
+    return optimizer
+
+
+def _flat(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().reshape(-1).clone() for t in tensors]
+
+
+def _movement(before: list[torch.Tensor], after: list[torch.Tensor], tol: Tolerance) -> float:
+    return max_movement(dict(enumerate(before)), {i: a.detach() for i, a in enumerate(after)}, tol)
+
+
+def _state_differences(where: str, opt_a: torch.optim.Optimizer, p_a: torch.Tensor, opt_b: torch.optim.Optimizer,
+                       p_b: torch.Tensor, tol: Tolerance, labels: tuple[str, str]) -> list[str]:
+    """Differences between two params' states; a state tensor of its param's shape is compared
+    flattened, so a 0-d or view param's state lines up with its 1-d copy's."""
+    state_a, state_b = dict(opt_a.state.get(p_a, {})), dict(opt_b.state.get(p_b, {}))
+    for key in state_a.keys() & state_b.keys():
+        a, b = state_a[key], state_b[key]
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == p_a.shape \
+                and b.shape == p_b.shape and a.numel() == b.numel():
+            state_a[key], state_b[key] = a.reshape(-1), b.reshape(-1)
+    return value_differences(f"{where} state", state_a, state_b, tol, labels)
+
+
+def _draws(fuzz: Any, prop: Any, layouts: tuple[str, ...] = LAYOUTS) -> dict[str, st.SearchStrategy[Any]]:
+    if not fuzz.cases:
+        raise NotApplicable(f"{fuzz.id}: no plain {fuzz.device} case to draw (every case has a scheduler or a closure)")
+    return {"case": st.sampled_from(fuzz.cases),
+            "params": param_lists(max_size=prop.max_params, min_dims=prop.min_dims, max_dims=prop.max_dims,
+                                  max_side=prop.max_side, layouts=layouts)}
+
+
+def _run(fuzz: Any, check: str, example: Callable[..., None], layouts: tuple[str, ...] = LAYOUTS) -> tuple[Any, Counter]:
+    """Run `example(case, params, seen)` as a property; fail as vacuous if no example moved params."""
+    prop = fuzz.settings[check]
+    seen: Counter = Counter()
+    draws = _draws(fuzz, prop, layouts)
+    with isolated_case(fuzz.cases[0]):
+        run = run_property(f"{fuzz.id} {check}", draws,
+                           lambda case, params: example(case, params, seen), prop.examples,
+                           f'pytest --optim-spec {fuzz.spec_path} -k "{fuzz.id} and {check}"')
+    if not seen["moved"]:
+        raise AssertionError(f"{fuzz.id} {check}: vacuous: in none of {run.examples} examples did the params move "
+                             f"{fuzz.cases[0].min_movement:g} tolerances; the property was never exercised")
+    return run, seen
+
+
+def _describe(blueprint: Param, index: int) -> str:
+    if blueprint.layout != "contiguous":
+        return f"params[{index}], a {blueprint.layout} view of shape {blueprint.shape}"
+    return f"params[{index}], 0-d" if blueprint.shape == () else f"params[{index}] of shape {blueprint.shape}"
+
+
+def _failed(words: str, problems: list[str]) -> AssertionError:
+    return AssertionError(words + "\n  " + "\n  ".join(problems[:6]))
+
+
+def check_fuzz_elementwise(fuzz: Any, runs: Any) -> str:
+    """An elementwise optimizer's updates do not depend on layout, splitting or param order."""
+
+    def example(case: Any, params: Params, seen: Counter) -> None:
+        tol, steps = case.tolerance, fuzz.settings["fuzz_elementwise"].steps
+        grads = _grads(params, case.device, case.seed, steps)
+        flat_grads = [[g.reshape(-1) for g in gs] for gs in grads]
+        initial = _flat(params.build(case.device, case.seed))
+        drawn, flat = params.build(case.device, case.seed), _flat(params.build(case.device, case.seed))
+        opt_drawn, opt_flat = _stepped(case, drawn, grads), _stepped(case, flat, flat_grads)
+        for i, blueprint in enumerate(params.params):
+            copy = "the same value as a one-element param" if blueprint.shape == () else "a contiguous 1-d copy of it"
+            problems = [d for d in [tensor_difference(f"params[{i}]", flat[i], drawn[i].detach().reshape(-1), tol,
+                                                      (copy, "as drawn"))] if d]
+            problems += _state_differences(f"params[{i}]", opt_flat, flat[i], opt_drawn, drawn[i], tol, (copy, "as drawn"))
+            if problems:
+                still = torch.equal(drawn[i].detach().reshape(-1), initial[i]) and not torch.equal(flat[i], initial[i])
+                verb = f"did not move while {copy} did" if still else f"was updated differently than {copy}"
+                raise _failed(f"elementwise: {_describe(blueprint, i)}, {verb}", problems)
+
+        order = [(i + 1) % len(initial) for i in range(len(initial))]  # every param moves to another position
+        permuted = [initial[j].clone() for j in order]
+        opt_permuted = _stepped(case, permuted, [[gs[j] for j in order] for gs in flat_grads])
+        problems = []
+        for position, i in enumerate(order):
+            labels = (f"at position {i}", f"moved to position {position}")
+            d = tensor_difference(f"params[{i}]", flat[i], permuted[position].detach(), tol, labels)
+            problems += ([d] if d else []) + _state_differences(f"params[{i}]", opt_flat, flat[i], opt_permuted,
+                                                               permuted[position], tol, labels)
+        if problems:
+            raise _failed(f"elementwise: permuting the params of the group (order {order}) did not permute the "
+                          "updates: a param's update depends on its position", problems)
+
+        sizes = [t.numel() for t in initial]
+        whole = [torch.cat(initial).clone()]
+        _stepped(case, whole, [[torch.cat(gs)] for gs in flat_grads])
+        problems = [d for i, piece in enumerate(whole[0].detach().split(sizes))
+                    if (d := tensor_difference(f"params[{i}]", flat[i], piece, tol, ("its own param", "a piece of one param")))]
+        if problems:
+            raise _failed(f"elementwise: the params stepped as one concatenated param (sizes {sizes}) were updated "
+                          "differently than the same values stepped as separate params", problems)
+        seen["moved"] += _movement(initial, flat, tol) >= case.min_movement
+
+    run, seen = _run(fuzz, "fuzz_elementwise", example)
+    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): layout, splitting and order did not change an update"
+
+
+def check_fuzz_maximize(fuzz: Any, runs: Any) -> str:
+    """maximize=True on grad g equals maximize=False on -g (state too, unless the spec says not)."""
+    compare_state = fuzz.settings["fuzz_maximize"].state
+
+    def example(case: Any, params: Params, seen: Counter) -> None:
+        tol, steps = case.tolerance, fuzz.settings["fuzz_maximize"].steps
+        grads = _grads(params, case.device, case.seed, steps)
+        initial = params.build(case.device, case.seed)
+        up, down = params.build(case.device, case.seed), params.build(case.device, case.seed)
+        opt_up = _stepped(case, up, grads, maximize=True)
+        opt_down = _stepped(case, down, [[-g for g in gs] for gs in grads], maximize=False)
+        labels = ("maximize=False on -g", "maximize=True on g")
+        problems = []
+        for i in range(len(up)):
+            d = tensor_difference(f"params[{i}]", down[i].detach(), up[i].detach(), tol, labels)
+            problems += [d] if d else []
+            if compare_state:
+                problems += _state_differences(f"params[{i}]", opt_down, down[i], opt_up, up[i], tol, labels)
+        if problems:
+            raise _failed("maximize: stepping with maximize=True on grad g differs from maximize=False on -g"
+                          + (" (set fuzz.maximize.state: false if the state is kept sign-flipped by design)"
+                             if compare_state else ""), problems)
+        seen["moved"] += _movement(initial, down, tol) >= case.min_movement
+
+    run, seen = _run(fuzz, "fuzz_maximize", example)
+    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): maximize on g equals minimize on -g" \
+           + (", state included" if compare_state else ", params only")
+
+
+def check_fuzz_dtypes(fuzz: Any, runs: Any) -> str:
+    """Params and every state tensor (but 0-d counters) keep the param's dtype and device."""
+    dtypes = [getattr(torch, name) for name in fuzz.settings["fuzz_dtypes"].dtypes]
+
+    def example(case: Any, params: Params, seen: Counter) -> None:
+        steps = fuzz.settings["fuzz_dtypes"].steps
+        for dtype in dtypes:
+            grads = [[g.to(dtype) for g in gs] for gs in _grads(params, case.device, case.seed, steps)]
+            initial = [t.to(dtype) for t in params.build(case.device, case.seed)]
+            tensors = [t.clone() for t in initial]
+            device = tensors[0].device
+            opt = _stepped(case, tensors, grads)
+            for i, p in enumerate(tensors):
+                where = f"{_describe(params.params[i], i)}, {dtype}"
+                if p.dtype != dtype or p.device != device:
+                    raise AssertionError(f"dtypes: {where}: the param became {p.dtype} on {p.device} after the step")
+                for key, value in opt.state.get(p, {}).items():
+                    if not isinstance(value, torch.Tensor) or value.dim() == 0:
+                        continue  # 0-d counters (step) are float32 by torch.optim's own convention
+                    if value.is_floating_point() and value.dtype != dtype:
+                        raise AssertionError(f"dtypes: {where}: state[{key!r}] is {value.dtype}: the state is "
+                                             f"silently {'up' if value.element_size() > p.element_size() else 'down'}cast")
+                    if value.device != device:
+                        raise AssertionError(f"dtypes: {where}: state[{key!r}] lives on {value.device}, not the param's {device}")
+            if dtype.is_floating_point and torch.finfo(dtype).bits >= 32:
+                seen["moved"] += _movement(initial, tensors, case.tolerance) >= case.min_movement
+
+    run, seen = _run(fuzz, "fuzz_dtypes", example, layouts=("contiguous",))
+    names = ", ".join(fuzz.settings["fuzz_dtypes"].dtypes)
+    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {names} params and their state kept dtype and device"
+
+
+def check_fuzz_determinism(fuzz: Any, runs: Any) -> str:
+    """Two fresh runs from the same seed give bitwise equal params and state."""
+
+    def example(case: Any, params: Params, seen: Counter) -> None:
+        grads = _grads(params, case.device, case.seed, fuzz.settings["fuzz_determinism"].steps)
+        first, second = params.build(case.device, case.seed), params.build(case.device, case.seed)
+        initial = params.build(case.device, case.seed)
+        opt_first, opt_second = _stepped(case, first, grads), _stepped(case, second, grads)
+        labels = ("first run", "second run")
+        problems = []
+        for i in range(len(first)):
+            d = tensor_difference(f"params[{i}]", first[i].detach(), second[i].detach(), EXACT, labels)
+            problems += ([d] if d else []) + _state_differences(f"params[{i}]", opt_first, first[i], opt_second,
+                                                               second[i], EXACT, labels)
+        if problems:
+            raise _failed("determinism: two runs from the same seed (torch.manual_seed before every step) are not "
+                          "bitwise equal: the step draws from a source the seed does not control", problems)
+        seen["moved"] += _movement(initial, first, case.tolerance) >= case.min_movement
+
+    run, seen = _run(fuzz, "fuzz_determinism", example)
+    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): two runs per example bitwise equal"
+
+
+def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> str:
+    """lr=0 leaves params bitwise unchanged, while the case's own lr moves them."""
+
+    def example(case: Any, params: Params, seen: Counter) -> None:
+        grads = _grads(params, case.device, case.seed, fuzz.settings["fuzz_zero_lr"].steps)
+        initial, moving, still = (params.build(case.device, case.seed) for _ in range(3))
+        zero = {"tensor": 0.0} if isinstance(case.kwargs.get("lr"), dict) and "tensor" in case.kwargs["lr"] else 0.0
+        _stepped(case, moving, grads)
+        _stepped(case, still, grads, lr=zero)
+        for i, (p, p0) in enumerate(zip(still, initial)):
+            if not torch.equal(p.detach(), p0):
+                d = tensor_difference(f"params[{i}]", p0, p.detach(), EXACT, ("before", "after")) or ""
+                raise AssertionError(f"zero_lr: {_describe(params.params[i], i)} moved at lr=0 (a decay or update "
+                                     f"that ignores lr?)\n  {d}")
+        seen["moved"] += _movement(initial, moving, case.tolerance) >= case.min_movement
+
+    run, seen = _run(fuzz, "fuzz_zero_lr", example)
+    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved at the case's lr): lr=0 left params unchanged"
