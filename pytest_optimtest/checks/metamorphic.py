@@ -83,7 +83,7 @@ def _draws(fuzz: Any, prop: Any, layouts: tuple[str, ...] = LAYOUTS) -> dict[str
         raise NotApplicable(f"{fuzz.id}: no plain {fuzz.device} case to draw (every case has a scheduler or a closure)")
     return {"case": st.sampled_from(fuzz.cases),
             "params": param_lists(max_size=prop.max_params, min_dims=prop.min_dims, max_dims=prop.max_dims,
-                                  max_side=prop.max_side, layouts=layouts)}
+                                  max_side=prop.max_side, allow_empty=prop.allow_empty, layouts=layouts)}
 
 
 def _run(fuzz: Any, check: str, example: Callable[..., None], layouts: tuple[str, ...] = LAYOUTS) -> tuple[Any, Counter]:

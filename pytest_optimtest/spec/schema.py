@@ -231,6 +231,7 @@ class FuzzShapes(FuzzProperty):
     min_dims: int = Field(0, ge=0, le=6, description="e.g. 2 for optimizers of matrices only (Muon)")
     max_dims: int = Field(3, ge=0, le=6)
     max_side: int = Field(4, ge=1, le=16)
+    allow_empty: bool = Field(True, description="draw params with a 0 side (false: an optimizer that cannot step them)")
 
     @model_validator(mode="after")
     def _dims(self) -> FuzzShapes:
