@@ -94,3 +94,19 @@ def test_maximize_needs_the_constructor_to_take_it(tmp_path):
 def test_min_dims_above_max_dims_is_a_spec_error(tmp_path):
     with pytest.raises(SpecError, match=r"min_dims 3 is above max_dims 2"):
         cases_from(tmp_path, "optimizer: torch.optim.SGD\nfuzz:\n  elementwise: {min_dims: 3, max_dims: 2}\n")
+
+
+def test_init_proposes_the_properties_the_constructor_allows(tmp_path, ci_profile):
+    from pytest_optimtest.__main__ import main as cli
+
+    adam, plain = tmp_path / "adam.yaml", tmp_path / "plain.yaml"
+    assert cli(["init", "torch.optim.Adam", "-o", str(adam)]) == 0
+    assert cli(["init", "planted:PlainSGD", "-o", str(plain)]) == 0
+    text = adam.read_text()
+    for prop in ("determinism", "dtypes", "maximize", "zero_lr"):
+        assert f"\n  {prop}: {{examples: " in text
+    assert "\n  # elementwise: {examples: " in text  # init cannot know: proposed, commented out
+    assert "maximize" not in plain.read_text().split("fuzz:")[1]  # PlainSGD takes no maximize
+    (fuzz,) = [c for c in cases_from(tmp_path, text) if c.id.endswith("-fuzz-cpu")]
+    for check in fuzz.checks:  # what init proposes holds for the optimizer it was written for
+        CHECKS[check].run(fuzz, RunCache())
