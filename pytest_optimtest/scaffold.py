@@ -41,7 +41,13 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
         if flag in DEVICE_FLAGS:
             continue
         value = not defaults[flag] if isinstance(defaults[flag], bool) else True
-        lines += [f"  - name: {flag}" if value else f"  - name: no_{flag}", f"    kwargs: {{{flag}: {str(value).lower()}}}"]
+        kwargs, note = _constructible(cls, lr, {flag: value}, defaults)
+        if kwargs is None:
+            lines.append(f"  # left out: {flag}: {value}: {note}")
+            continue
+        shown = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in kwargs.items())
+        lines += [f"  - name: {flag}" if value else f"  - name: no_{flag}", f"    kwargs: {{{shown}}}"
+                  + (f"  # {note}" if note else "")]
     skipped = [f for f in flags if f in DEVICE_FLAGS]
     if skipped:
         lines.append(f"# left out: {', '.join(skipped)} (CUDA or autograd-through-step paths; add cases with devices: [cuda])")
@@ -58,6 +64,31 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
         *_properties(params),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
+
+
+def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict) -> tuple[dict | None, str]:
+    """(kwargs the constructor accepts, a note): `kwargs` as given; else with a zero-default number
+    that the rejection names set to 0.9 (SGD's nesterov needs momentum); else (None, why)."""
+    problem = _rejection(cls, lr, kwargs)
+    if problem is None:
+        return kwargs, ""
+    for name, default in defaults.items():
+        if name in problem and name not in kwargs and isinstance(default, (int, float)) \
+                and not isinstance(default, bool) and default == 0:
+            fixed = {**kwargs, name: 0.9}
+            if _rejection(cls, lr, fixed) is None:
+                return fixed, f"with {name}: 0.9, since alone it is rejected: {problem}"
+    return None, f"{cls.__name__} rejects it: {problem}"
+
+
+def _rejection(cls: type, lr: float, kwargs: dict) -> str | None:
+    import torch
+
+    try:
+        cls([torch.nn.Parameter(torch.zeros(2, 2))], lr=lr, **kwargs)
+    except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
 def _properties(params: dict[str, inspect.Parameter]) -> list[str]:

@@ -258,3 +258,21 @@ class LrFreeDecaySGD(PlainSGD):
         super()._update()
         for p in self.param_groups[0]["params"]:
             p.mul_(1 - 0.01)
+
+
+class IgnoresClosureSGD(PlainSGD):
+    """Takes a closure and never calls it."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self._update()
+        return None
+
+
+class PickySGD(PlainSGD):
+    """A flag its constructor always rejects: `init` must leave that case out, saying why."""
+
+    def __init__(self, params, lr=0.1, exotic=False):
+        if exotic:
+            raise ValueError("exotic mode is not implemented")
+        super().__init__(params, lr)

@@ -157,6 +157,16 @@ def test_init_writes_a_spec_that_validates(tmp_path, capsys):
     assert "did you mean 'Adam'" in capsys.readouterr().err
 
 
+def test_init_fixes_or_drops_what_the_constructor_rejects(tmp_path, capsys):
+    sgd, picky = tmp_path / "sgd.yaml", tmp_path / "picky.yaml"
+    assert cli(["init", "torch.optim.SGD", "-o", str(sgd)]) == 0  # validates: every case constructs
+    assert "    kwargs: {nesterov: true, momentum: 0.9}  # with momentum: 0.9, since alone it is rejected" in sgd.read_text()
+    assert cli(["init", "planted:PickySGD", "-o", str(picky)]) == 0
+    text = picky.read_text()
+    assert "  # left out: exotic: True: PickySGD rejects it: ValueError: exotic mode is not implemented" in text
+    assert "name: exotic" not in text
+
+
 def test_benchmark_items_use_pytest_benchmark(pytester):
     pytester.makefile(".yaml", sgd="optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n")
     result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-benchmark", "--benchmark-json", "bench.json",

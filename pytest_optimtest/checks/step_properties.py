@@ -53,12 +53,21 @@ def check_closure_graph_break(case, runs) -> str:
         if "closure" not in inspect.signature(torch_api.raw_step(twins.compiled_opt)).parameters:
             raise NotApplicable(f"{case.id}: {case.optimizer}.step takes no closure")
         initial = twins.initial()
-        eager_closure = make_closure(twins.eager_model, twins.eager_opt, twins.inputs, twins.loss_fn)
+        calls = [0]
+        closure = make_closure(twins.eager_model, twins.eager_opt, twins.inputs, twins.loss_fn)
+
+        def eager_closure():
+            calls[0] += 1
+            return closure()
+
         step = twins.compile(make_closure(twins.compiled_model, twins.compiled_opt, twins.inputs, twins.loss_fn, graph_break=True))
         for _ in range(case.steps):
             with torch.no_grad():  # as PyTorch's tests: the step's own enable_grad runs the closure
                 step()
             twins.eager_opt.step(eager_closure)
+        if not calls[0]:
+            raise AssertionError(f"{case.id}: {case.optimizer}.step(closure) never called the closure in "
+                                 f"{case.steps} eager steps: step(closure) must re-evaluate the loss with it")
         breaks = torch_api.graph_break_counts()
         if not breaks:
             raise AssertionError(f"{case.id}: the closure's graph break never reached dynamo: nothing was tested")

@@ -17,6 +17,20 @@ from typing import Any
 import torch
 
 
+def _import_quietly(module: str) -> None:
+    """Import a torch module whose import emits torch.jit DeprecationWarnings on 2.13: they are
+    torch's own, and a user can do nothing about them. Once imported, later imports are silent."""
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*torch\.jit", category=DeprecationWarning)
+        importlib.import_module(module)
+
+
+_import_quietly("torch.utils.mkldnn")  # inductor imports it on its first compile
+
+
 def torch_version() -> str:
     """The running torch as 'major.minor', the key of kernel-count expectations."""
     major, minor = torch.__version__.split(".")[:2]
@@ -184,13 +198,10 @@ WRAPPER_ATTRIBUTES = frozenset({"_opt_called", "_zero_grad_profile_name", "_opti
 
 
 def distributed_optim() -> Any:
-    """The torch.distributed.optim module, imported without the torch.jit deprecation warnings
-    its import emits on 2.13 (they are torch's, not the user's code's)."""
-    import warnings
+    """The torch.distributed.optim module (imported quietly: see `_import_quietly`)."""
+    _import_quietly("torch.distributed.optim")
+    import torch.distributed.optim as distributed_optim
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*torch\.jit", category=DeprecationWarning)
-        import torch.distributed.optim as distributed_optim
     return distributed_optim
 
 
