@@ -276,3 +276,13 @@ class PickySGD(PlainSGD):
         if exotic:
             raise ValueError("exotic mode is not implemented")
         super().__init__(params, lr)
+
+
+class GroupStepSGD(PlainSGD):
+    """Counts steps in its param groups: dynamo then writes back the whole group dict, with the
+    'capturable' key it injects (torch's doing, not this optimizer's)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["step"] = group.get("step", 0) + 1
+        super()._update()

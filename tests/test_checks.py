@@ -84,3 +84,9 @@ def test_closure_variant_matches(tmp_path):
     case = case_for(tmp_path, extra="closure: [true]")
     assert case.id == "sgd-default-closure-cpu" and case.checks == ("parity",)
     assert "params" in run("parity", case)
+
+
+def test_the_capturable_key_dynamo_adds_to_groups_is_named_as_torchs_not_failed(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted:GroupStepSGD\nkwargs: {lr: 0.1}\n")
+    summary = CHECKS["parity"].run(case, RunCache())
+    assert "torch's dynamo added param_groups[0]['capturable'] = True" in summary, summary
