@@ -223,3 +223,11 @@ def test_params_freed_only_by_the_cycle_collector_are_reported_not_failed(tmp_pa
 def test_a_step_that_never_calls_its_closure_is_named(tmp_path):
     message = failure("closure_graph_break", one_case(tmp_path, spec("planted:IgnoresClosureSGD")))
     assert "planted:IgnoresClosureSGD.step(closure) never called the closure in 2 eager steps" in message
+
+
+def test_an_undeclared_perturbation_is_observed_not_assumed(tmp_path):
+    # PlainSGD keeps no state: clearing it recompiles nothing, and nothing was declared
+    summary = run("recompile", one_case(tmp_path, spec("planted:PlainSGD")))
+    assert "clear_state: 0 recompile(s) (observed, not declared: --optim-update-expected writes it)" in summary
+    declared = one_case(tmp_path, spec("planted:PlainSGD", extra="recompile:\n  perturbations:\n    - clear_state: true\n"))
+    assert "perturbation 0 (clear_state: True) caused no recompile, expected 1" in failure("recompile", declared)

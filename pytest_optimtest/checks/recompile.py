@@ -62,7 +62,7 @@ def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCom
     what = f"perturbation {index} ({perturbation.action}: {getattr(perturbation, perturbation.action)})"
     problems = []
     observed = len(step.recompiles)
-    if observed != perturbation.recompiles:
+    if perturbation.recompiles is not None and observed != perturbation.recompiles:
         if observed == 0:
             problems.append(f"{what} caused no recompile, expected {perturbation.recompiles}: either the compiled "
                             "step has no guard on what changed (then it runs with the old value), or a graph compiled "
@@ -87,6 +87,8 @@ def _summary(run: HealthRun) -> str:
     parts = [f"warm-up {run.warmup_compiles} compile(s)", f"{len(run.steady)} steady steps, {steady} recompile(s)"]
     for outcome, kernels in zip(run.perturbations, run.case.perturbation_kernels):
         declared = "as declared" if kernels.count is not None else "no expectation"
-        parts.append(f"{outcome.perturbation.action}: {len(outcome.step.recompiles)} recompile(s), "
+        observed = "" if outcome.perturbation.recompiles is not None else \
+            " (observed, not declared: --optim-update-expected writes it)"
+        parts.append(f"{outcome.perturbation.action}: {len(outcome.step.recompiles)} recompile(s){observed}, "
                      f"{outcome.step.kernels} kernels ({declared})")
     return "; ".join(parts)

@@ -115,7 +115,8 @@ class Perturbation(_Strict):
     clear_state: bool = False
     add_param_group: dict[str, Any] | None = None
     set_group: dict[str, Any] | None = None
-    recompiles: int = Field(1, ge=0, le=MAX_COMPILES, description="recompiles the next compiled step must make")
+    recompiles: int | None = Field(1, ge=0, le=MAX_COMPILES, description="recompiles the next compiled step must make; "
+                                   "null: observe and report only (the implicit default perturbation)")
     kernel_counts: KernelTable = Field({}, description="kernels that recompile generates, keyed as kernel_counts")
 
     @model_validator(mode="after")
@@ -147,7 +148,10 @@ class RecompileSpec(_Strict):
 
     warmup: Warmup = Warmup()
     steps: int = Field(4, ge=1, le=MAX_STEPS, description="steady steps after warm-up; none may recompile")
-    perturbations: list[Perturbation] = Field([Perturbation(clear_state=True)], description="applied in order")
+    perturbations: list[Perturbation] = Field(
+        [Perturbation(clear_state=True, recompiles=None)],
+        description="applied in order; undeclared: clear_state, its recompiles observed and reported, not assumed "
+        "(an optimizer without state does not recompile); --optim-update-expected writes what it saw")
     schedulers: dict[str, int] = Field(
         {}, description="scheduler name -> recompiles its steps may cause over the steady steps (default 0)"
     )
