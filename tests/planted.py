@@ -286,3 +286,31 @@ class GroupStepSGD(PlainSGD):
         for group in self.param_groups:
             group["step"] = group.get("step", 0) + 1
         super()._update()
+
+
+class LazyStateSGD(PlainSGD):
+    """SGD with momentum whose buffer is created inside `step`, as most third-party optimizers do."""
+
+    def _update(self) -> None:
+        for p in self.param_groups[0]["params"]:
+            state = self.state[p]
+            if "buf" not in state:
+                state["buf"] = torch.zeros_like(p)
+            state["buf"].mul_(0.9).add_(p.grad)
+            p.add_(state["buf"], alpha=-self.param_groups[0]["lr"])
+
+
+class KeepsRecompilingSGD(PlainSGD):
+    """Appends to a Python list on every step and loops over it: a new guard failure each step."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.history = []
+
+    def _update(self) -> None:
+        self.history.append(1.0)
+        scale = 0.0
+        for h in self.history:
+            scale += h
+        for p in self.param_groups[0]["params"]:
+            p.add_(p.grad, alpha=-self.param_groups[0]["lr"] / scale)

@@ -75,20 +75,22 @@ def test_a_perturbation_nothing_guards_is_reported(tmp_path):
     assert "caused no recompile, expected 1" in failure("recompile", case)
 
 
-def test_momentum_buffer_needs_a_declared_warmup(tmp_path):
+def test_momentum_buffer_settles_in_the_default_warmup_and_a_declared_one_is_held_to(tmp_path):
     base = spec(kwargs="{lr: 0.1, momentum: 0.9}", extra="recompile:\n  perturbations: [{set_lr: 0.02}]\n")
-    message = failure("recompile", one_case(tmp_path, base))
-    assert "step 2 recompiled in the steady state" in message and "len(step.__self__.state" in message
+    summary = run("recompile", one_case(tmp_path, base))
+    assert summary.startswith("warm-up 2 compile(s) in 3 steps until settled") and "len(step.__self__.state" in summary
     declared = base.replace("recompile:\n", "recompile:\n  warmup: {steps: 2, compiles: 2}\n")
-    assert "warm-up 2 compile(s)" in run("recompile", one_case(tmp_path, declared))
+    assert run("recompile", one_case(tmp_path, declared)).startswith("warm-up 2 compile(s) (recompiled for: ")
     too_strict = base.replace("recompile:\n", "recompile:\n  warmup: {steps: 2, compiles: 1}\n")
     message = failure("recompile", one_case(tmp_path, too_strict))
     assert "warm-up (2 steps) compiled the step 2 times, the spec allows 1" in message and "len(step.__self__.state" in message
+    too_short = base.replace("recompile:\n", "recompile:\n  warmup: {steps: 1}\n")
+    assert "step 2 recompiled in the steady state" in failure("recompile", one_case(tmp_path, too_short))
 
 
-def test_planted_float_rewritten_every_step_fails_the_steady_state(tmp_path):
+def test_planted_float_rewritten_every_step_never_settles(tmp_path):
     message = failure("recompile", one_case(tmp_path, spec("planted:FloatScheduleSGD")))
-    assert "step 2 recompiled in the steady state" in message
+    assert "the step recompiled on each of 4 warm-up steps and never settled" in message
     assert "planted.py" in message and 'group["scale"]' in message  # dynamo's guard names the line
 
 
@@ -231,3 +233,14 @@ def test_an_undeclared_perturbation_is_observed_not_assumed(tmp_path):
     assert "clear_state: 0 recompile(s) (observed, not declared: --optim-update-expected writes it)" in summary
     declared = one_case(tmp_path, spec("planted:PlainSGD", extra="recompile:\n  perturbations:\n    - clear_state: true\n"))
     assert "perturbation 0 (clear_state: True) caused no recompile, expected 1" in failure("recompile", declared)
+
+
+def test_lazily_created_state_settles_in_the_default_warmup(tmp_path):
+    summary = run("recompile", one_case(tmp_path, spec("planted:LazyStateSGD")))
+    assert summary.startswith("warm-up 2 compile(s) in 3 steps until settled (recompiled for: "), summary
+
+
+def test_a_step_that_never_settles_fails_with_dynamos_reasons(tmp_path):
+    message = failure("recompile", one_case(tmp_path, spec("planted:KeepsRecompilingSGD")))
+    assert "the step recompiled on each of 4 warm-up steps and never settled" in message, message
+    assert "history" in message

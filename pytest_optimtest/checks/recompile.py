@@ -13,11 +13,15 @@ def check_recompile(case, runs) -> str:
     run = runs.health(case)
     _require_compiled(run)
     spec, problems = case.recompile, []
-    if run.warmup_compiles > spec.warmup.compiles:
+    allowed = spec.warmup.allowed_compiles
+    if allowed is not None and run.warmup_compiles > allowed:
         problems.append(
-            f"warm-up ({spec.warmup.steps} steps) compiled the step {run.warmup_compiles} times, the spec allows "
-            f"{spec.warmup.compiles} (recompile.warmup in {case.spec_path}):" + _reasons(run.warmup)
+            f"warm-up ({len(run.warmup)} steps) compiled the step {run.warmup_compiles} times, the spec allows "
+            f"{allowed} (recompile.warmup in {case.spec_path}):" + _reasons(run.warmup)
         )
+    if run.unsettled:
+        problems.append(f"the step recompiled on each of {len(run.warmup)} warm-up steps and never settled "
+                        "(lazily created state recompiles once; this keeps recompiling):" + _reasons(run.warmup))
     if run.steady_failure:
         number, message = run.steady_failure
         problems.append(f"step {number} recompiled in the steady state (after warm-up):\n    - "
@@ -84,7 +88,10 @@ def _reasons(steps: list[StepCompiles]) -> str:
 
 def _summary(run: HealthRun) -> str:
     steady = sum(len(s.recompiles) for s in run.steady)
-    parts = [f"warm-up {run.warmup_compiles} compile(s)", f"{len(run.steady)} steady steps, {steady} recompile(s)"]
+    settled = "" if run.case.recompile.warmup.steps is not None else f" in {len(run.warmup)} steps until settled"
+    why = "; ".join(r for s in run.warmup for m in s.recompiles for r in torch_api.guard_failures(m)[:1])
+    parts = [f"warm-up {run.warmup_compiles} compile(s){settled}" + (f" (recompiled for: {why})" if why else ""),
+             f"{len(run.steady)} steady steps, {steady} recompile(s)"]
     for outcome, kernels in zip(run.perturbations, run.case.perturbation_kernels):
         declared = "as declared" if kernels.count is not None else "no expectation"
         observed = "" if outcome.perturbation.recompiles is not None else \

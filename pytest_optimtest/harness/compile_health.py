@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..spec.case import Case
-from ..spec.schema import Perturbation
+from ..spec.schema import SETTLE_STEPS, Perturbation
 from ..spec.values import build_kwargs
 from . import torch_api
 from .compiled_run import compile_step, make_scheduler, step_scheduler
@@ -48,6 +48,11 @@ class HealthRun:
     def warmup_compiles(self) -> int:
         return 1 + sum(len(s.recompiles) for s in self.warmup)
 
+    @property
+    def unsettled(self) -> bool:
+        """An undeclared warm-up that still recompiled on its last step."""
+        return len(self.warmup) >= SETTLE_STEPS and self.case.recompile.warmup.steps is None and bool(self.warmup[-1].recompiles)
+
 
 class PerturbationError(AssertionError):
     """The spec asks for a perturbation this optimizer's state cannot take."""
@@ -75,7 +80,13 @@ def _run(case: Case, log: list[str]) -> HealthRun:
         return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
 
     with torch.no_grad():
-        run.warmup = [counted() for _ in range(spec.warmup.steps)]
+        run.warmup = [counted() for _ in range(spec.warmup.steps or 1)]
+        # Undeclared: until a step compiles nothing. Not with a scheduler: its recompiles are judged
+        # over the steady steps (recompile.schedulers), so its warm-up stays one step.
+        while spec.warmup.steps is None and not case.scheduler and len(run.warmup) < SETTLE_STEPS:
+            run.warmup.append(counted())
+            if not run.warmup[-1].recompiles:
+                break
         run.graph_breaks = torch_api.graph_break_counts()
         allowed = spec.schedulers.get(case.scheduler, 0) if case.scheduler else 0
         for i in range(spec.steps):
@@ -84,7 +95,7 @@ def _run(case: Case, log: list[str]) -> HealthRun:
                 continue
             failure = _failure_on_recompile(counted)
             if isinstance(failure, str):
-                run.steady_failure = (spec.warmup.steps + i + 1, failure)
+                run.steady_failure = (len(run.warmup) + i + 1, failure)
                 break
             run.steady.append(failure)
         if case.scheduler is None and run.steady_failure is None:

@@ -136,11 +136,24 @@ class Perturbation(_Strict):
         return _kernel_table(counts)
 
 
-class Warmup(_Strict):
-    """Steps before the steady state, and how many times they may compile the step."""
+SETTLE_STEPS = 4
 
-    steps: int = Field(1, ge=1, le=MAX_STEPS)
-    compiles: int = Field(1, ge=1, le=MAX_COMPILES, description="e.g. 2 for SGD with momentum: its buffer appears after step 1")
+
+class Warmup(_Strict):
+    """Steps before the steady state, and how many times they may compile the step.
+
+    Undeclared, the warm-up steps until a step compiles nothing (at most SETTLE_STEPS): one
+    recompile for state an optimizer creates inside `step` is the norm; one on every step is not.
+    Scheduler variants warm up one step: their recompiles are judged over the steady steps.
+    """
+
+    steps: int | None = Field(None, ge=1, le=MAX_STEPS, description=f"default: until settled, at most {SETTLE_STEPS}")
+    compiles: int | None = Field(None, ge=1, le=MAX_COMPILES, description="e.g. 2 for SGD with momentum: its buffer "
+                                 "appears after step 1; default: 1 with `steps`, else what settling took")
+
+    @property
+    def allowed_compiles(self) -> int | None:
+        return self.compiles if self.compiles is not None else (1 if self.steps is not None else None)
 
 
 class RecompileSpec(_Strict):
