@@ -314,3 +314,16 @@ class KeepsRecompilingSGD(PlainSGD):
             scale += h
         for p in self.param_groups[0]["params"]:
             p.add_(p.grad, alpha=-self.param_groups[0]["lr"] / scale)
+
+
+class ClippedSGD(torch.optim.SGD):
+    """The usual subclass: clip the grads, then `super().step()`. Correct, and compiles fullgraph
+    once torch.optim's own `_use_grad` graph breaks are out of the way."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.clamp_(-1.0, 1.0)
+        return super().step(closure)

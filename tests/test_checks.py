@@ -90,3 +90,15 @@ def test_the_capturable_key_dynamo_adds_to_groups_is_named_as_torchs_not_failed(
     case = one_case(tmp_path, "optimizer: planted:GroupStepSGD\nkwargs: {lr: 0.1}\n")
     summary = CHECKS["parity"].run(case, RunCache())
     assert "torch's dynamo added param_groups[0]['capturable'] = True" in summary, summary
+
+
+def test_a_subclass_calling_super_step_compiles_fullgraph_and_matches(tmp_path):
+    import torch
+
+    wrapped = vars(torch.optim.SGD)["step"]
+    case = one_case(tmp_path, "optimizer: planted:ClippedSGD\nkwargs: {lr: 0.1, momentum: 0.9}\n")
+    runs = RunCache()
+    assert "equal" in CHECKS["parity"].run(case, runs)
+    CHECKS["recompile"].run(case, runs)
+    assert CHECKS["graph_breaks"].run(case, runs) == "0 graph breaks"
+    assert vars(torch.optim.SGD)["step"] is wrapped  # torch.optim is restored after the case

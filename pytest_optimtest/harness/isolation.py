@@ -38,8 +38,21 @@ def isolated(**inductor_options: object) -> Iterator[None]:
 
 @contextlib.contextmanager
 def isolated_case(case: Any) -> Iterator[None]:
-    """`isolated()` with the case's inductor options, and torch's UserWarnings silenced."""
+    """`isolated()` with the case's inductor options, torch's UserWarnings silenced, and, for a
+    subclass of a torch.optim optimizer, `super().step()` free of torch.optim's graph breaks."""
     options = {"fallback_random": True} if case.fallback_random else {}
-    with isolated(**options), warnings.catch_warnings():
+    with isolated(**options), warnings.catch_warnings(), _bases_unwrapped(case):
         warnings.simplefilter("ignore", UserWarning)
+        yield
+
+
+@contextlib.contextmanager
+def _bases_unwrapped(case: Any) -> Iterator[None]:
+    path = getattr(case, "optimizer", None)
+    if path is None or case.kwargs.get("differentiable"):  # differentiable steps need the wrapper's grad mode
+        yield
+        return
+    from ..spec.values import resolve
+
+    with torch_api.torch_optim_bases_unwrapped(resolve(path)):
         yield

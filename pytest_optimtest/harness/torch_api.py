@@ -188,6 +188,31 @@ def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
     return step.__get__(optimizer)
 
 
+@contextlib.contextmanager
+def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
+    """Within: a subclass's `super().step()` calls its torch.optim base's raw step, without
+    `_use_grad_for_differentiable`, whose two `torch._dynamo.graph_break()` calls exist only to make
+    AOT see no_grad (pytorch/pytorch#104053). Our runs step under no_grad already, which is what
+    that wrapper sets for differentiable=False. Yields the patched classes' names."""
+    wrappers = _torch_optim_wrapper_codes()
+    patched = []
+    for base in optimizer_cls.__mro__[1:]:
+        step = vars(base).get("step")
+        if step is None or not base.__module__.startswith("torch.optim"):
+            continue
+        raw = step
+        while getattr(raw, "__code__", None) in wrappers and hasattr(raw, "__wrapped__"):
+            raw = raw.__wrapped__
+        if raw is not step:
+            patched.append((base, step))
+            base.step = raw
+    try:
+        yield [f"{base.__module__}.{base.__qualname__}" for base, _ in patched]
+    finally:
+        for base, step in reversed(patched):
+            base.step = step
+
+
 def mark_step_called(optimizer: torch.optim.Optimizer) -> None:
     """Silence the LR scheduler's 'step() before optimizer.step()' warning for a raw step."""
     optimizer._opt_called = True  # type: ignore[attr-defined]
