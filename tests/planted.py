@@ -327,3 +327,19 @@ class ClippedSGD(torch.optim.SGD):
                 if p.grad is not None:
                     p.grad.clamp_(-1.0, 1.0)
         return super().step(closure)
+
+
+class LazyCloneMomentumSGD(PlainSGD):
+    """Momentum whose buffer is created inside `step` from the first grad (correct, and clear of
+    the zeros_like aliasing bug that LazyStateSGD's pattern hits in inductor)."""
+
+    def _update(self) -> None:
+        for p in self.param_groups[0]["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if "buf" not in state:
+                state["buf"] = p.grad.detach().clone()
+            else:
+                state["buf"].mul_(0.9).add_(p.grad)
+            p.add_(state["buf"], alpha=-self.param_groups[0]["lr"])

@@ -72,21 +72,22 @@ def _run(case: Case, log: list[str]) -> HealthRun:
     spec = case.recompile
     run = HealthRun(case)
 
-    def counted() -> StepCompiles:
+    def counted(with_schedulers: bool = True) -> StepCompiles:
         graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
         step()
-        for scheduler in schedulers:
+        for scheduler in schedulers if with_schedulers else []:
             step_scheduler(scheduler)
         return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
 
     with torch.no_grad():
-        run.warmup = [counted() for _ in range(spec.warmup.steps or 1)]
-        # Undeclared: until a step compiles nothing. Not with a scheduler: its recompiles are judged
-        # over the steady steps (recompile.schedulers), so its warm-up stays one step.
-        while spec.warmup.steps is None and not case.scheduler and len(run.warmup) < SETTLE_STEPS:
-            run.warmup.append(counted())
-            if not run.warmup[-1].recompiles:
-                break
+        if spec.warmup.steps is not None:
+            run.warmup = [counted() for _ in range(spec.warmup.steps)]
+        else:  # until a step compiles nothing; the scheduler waits, its recompiles are judged over the steady steps
+            run.warmup = [counted(with_schedulers=False)]
+            while len(run.warmup) < SETTLE_STEPS:
+                run.warmup.append(counted(with_schedulers=False))
+                if not run.warmup[-1].recompiles:
+                    break
         run.graph_breaks = torch_api.graph_break_counts()
         allowed = spec.schedulers.get(case.scheduler, 0) if case.scheduler else 0
         for i in range(spec.steps):

@@ -144,7 +144,7 @@ class Warmup(_Strict):
 
     Undeclared, the warm-up steps until a step compiles nothing (at most SETTLE_STEPS): one
     recompile for state an optimizer creates inside `step` is the norm; one on every step is not.
-    Scheduler variants warm up one step: their recompiles are judged over the steady steps.
+    The scheduler is not stepped while it settles: its recompiles are judged over the steady steps.
     """
 
     steps: int | None = Field(None, ge=1, le=MAX_STEPS, description=f"default: until settled, at most {SETTLE_STEPS}")
