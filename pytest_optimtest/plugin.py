@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
-
 import pytest
 
 from . import fixtures
@@ -51,13 +49,6 @@ def pytest_configure(config: pytest.Config) -> None:
         # import_module, not `from . import`: pytester's in-process runs drop modules from
         # sys.modules between runs, and the package attribute would hand back the stale one.
         importlib.import_module(f"{__package__}.spec_plugin").activate(config, roots)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist, on the controller: tell each worker to tag items with their xdist group."""
-    if node.config.option.dist == "loadgroup":
-        node.workerinput["optimtest_loadgroup"] = True
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -53,10 +53,10 @@ def activate(config: pytest.Config, roots: list[Path]) -> None:
         covered = [Path(a.split("::")[0]).resolve() for a in config.args]
         config.args.extend(str(r) for r in roots if not any(r == c or c in r.parents for c in covered))
     if getattr(config.option, "dist", "no") == "load":
-        # Keep a case's checks on one worker, so its compiled run is made once (xdist_group marks).
-        config.option.dist = "loadgroup"
-    if getattr(config, "workerinput", {}).get("optimtest_loadgroup"):
-        config.option.loadgroup = True  # xdist workers parse their own argv, which says only -n
+        # Keep a case's checks on one worker, so its compiled run is made once: loadscope groups
+        # by the node id up to its last '::', which for a check item is its case. (Not loadgroup:
+        # pytest 9.2 derives nodeid from Node._id, and xdist 3.8 tags groups by writing _nodeid.)
+        config.option.dist = "loadscope"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

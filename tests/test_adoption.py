@@ -199,7 +199,7 @@ def test_xdist_collects_identically_and_compiles_each_case_once(pytester):
     workers = {}
     for item in items:
         workers.setdefault(item["case"], set()).add(item["worker"])
-    assert all(len(w) == 1 for w in workers.values()), workers  # loadgroup: a case's checks share one compile
+    assert all(len(w) == 1 for w in workers.values()), workers  # loadscope: a case's checks share one compile
     junit = (pytester.path / "junit.xml").read_text()
     assert junit.count("<testcase") == 9 and 'name="parity' in junit and "sgd-default-cpu" in junit
 

@@ -62,7 +62,7 @@ xfail:
 
 @pytest.mark.parametrize("section, key, says", [
     ("{parity: {exampels: 3}}", "fuzz.parity.exampels", "did you mean 'examples'"),
-    ("{parity: {examples: 0}}", "fuzz.parity.examples", "must be at least 1"),
+    ("{parity: {examples: 0}}", "fuzz.parity.examples", "must be between 1 and 1000000"),
     ("{parity: {max_dims: -1}}", "fuzz.parity.max_dims", "greater than or equal to 0"),
 ])
 def test_bad_fuzz_section_names_line_and_key(tmp_path, section, key, says):

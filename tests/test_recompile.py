@@ -114,7 +114,7 @@ def test_scheduler_steps_between_compiled_steps_do_not_recompile(tmp_path):
 def test_scheduler_writing_float_betas_recompiles_with_reason(tmp_path):
     """The reported OneCycleLR problem: cycling momentum writes Adam's betas as new floats."""
     message = failure("recompile", one_case(tmp_path, SCHEDULED.format(cycle="true", declared="")))
-    assert "step 2 recompiled in the steady state" in message and "param_groups[0]['betas'][0] ==" in message
+    assert "step 3 recompiled in the steady state" in message and "param_groups[0]['betas'][0] ==" in message
 
 
 def test_declared_scheduler_recompiles_must_match_exactly(tmp_path):

@@ -88,6 +88,8 @@ def _run(case: Case, log: list[str]) -> HealthRun:
                 run.warmup.append(counted(with_schedulers=False))
                 if not run.warmup[-1].recompiles:
                     break
+            for scheduler in schedulers:  # as after a declared warm-up step: steady step 1 sees its change
+                step_scheduler(scheduler)
         run.graph_breaks = torch_api.graph_break_counts()
         allowed = spec.schedulers.get(case.scheduler, 0) if case.scheduler else 0
         for i in range(spec.steps):
