@@ -12,3 +12,17 @@ def pytester(pytester, monkeypatch):
     about random order pass `-p randomly`."""
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
     return pytester
+
+
+@pytest.fixture
+def ci_profile():
+    """Hypothesis's `ci` settings profile (ours: derandomized, 10 examples) for the test."""
+    from hypothesis import settings
+
+    from pytest_optimtest.harness.properties import register_profiles
+
+    register_profiles()
+    previous = settings.get_current_profile_name()
+    settings.load_profile("ci")
+    yield
+    settings.load_profile(previous)

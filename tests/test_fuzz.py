@@ -12,7 +12,7 @@ from hypothesis import settings
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.checks.fuzz import nesting_problem
 from pytest_optimtest.harness.hook_recorder import HookEvent
-from pytest_optimtest.harness.properties import active_profile, property_settings, register_profiles
+from pytest_optimtest.harness.properties import active_profile, property_settings
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.spec import SpecError
 
@@ -20,15 +20,6 @@ from pytest_optimtest.spec import SpecError
 def fuzz_case(tmp_path, text):
     (fuzz,) = [c for c in cases_from(tmp_path, text) if "-fuzz-" in c.id]
     return fuzz
-
-
-@pytest.fixture
-def ci_profile():
-    register_profiles()
-    previous = settings.get_current_profile_name()
-    settings.load_profile("ci")
-    yield
-    settings.load_profile(previous)
 
 
 def test_profiles_are_registered_and_spec_counts_apply_per_profile(ci_profile):

@@ -7,23 +7,12 @@ from pathlib import Path
 
 import pytest
 from helpers import cases_from
-from hypothesis import settings
 
 from pytest_optimtest.checks import CHECKS
-from pytest_optimtest.harness.properties import register_profiles
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.spec import SpecError
 
 PROPERTIES = ("elementwise", "maximize", "dtypes", "determinism", "zero_lr")
-
-
-@pytest.fixture
-def ci_profile():
-    register_profiles()
-    previous = settings.get_current_profile_name()
-    settings.load_profile("ci")
-    yield
-    settings.load_profile(previous)
 
 
 def fuzz_case(tmp_path, text):
