@@ -102,3 +102,10 @@ def test_a_subclass_calling_super_step_compiles_fullgraph_and_matches(tmp_path):
     CHECKS["recompile"].run(case, runs)
     assert CHECKS["graph_breaks"].run(case, runs) == "0 graph breaks"
     assert vars(torch.optim.SGD)["step"] is wrapped  # torch.optim is restored after the case
+
+
+def test_super_step_keeps_torch_optims_grad_mode_where_grad_is_on(tmp_path):
+    # in-backward steps run inside backward hooks with grad enabled: the base step must still
+    # run under the grad mode torch.optim's wrapper sets (no_grad), or its in-place ops fail
+    case = one_case(tmp_path, "optimizer: planted:ClippedSGD\nkwargs: {lr: 0.1, momentum: 0.9}\n")
+    assert "equal" in CHECKS["in_backward"].run(case, RunCache())

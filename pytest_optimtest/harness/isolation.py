@@ -49,7 +49,7 @@ def isolated_case(case: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def _bases_unwrapped(case: Any) -> Iterator[None]:
     path = getattr(case, "optimizer", None)
-    if path is None or case.kwargs.get("differentiable"):  # differentiable steps need the wrapper's grad mode
+    if path is None:
         yield
         return
     from ..spec.values import resolve

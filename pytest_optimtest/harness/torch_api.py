@@ -190,10 +190,14 @@ def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
 
 @contextlib.contextmanager
 def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
-    """Within: a subclass's `super().step()` calls its torch.optim base's raw step, without
-    `_use_grad_for_differentiable`, whose two `torch._dynamo.graph_break()` calls exist only to make
-    AOT see no_grad (pytorch/pytorch#104053). Our runs step under no_grad already, which is what
-    that wrapper sets for differentiable=False. Yields the patched classes' names."""
+    """Within: a third-party subclass's `super().step()` runs its torch.optim base's step with the
+    grad mode torch.optim's `_use_grad_for_differentiable` sets, but without that wrapper's two
+    `torch._dynamo.graph_break()` calls, which exist only to make AOT see no_grad
+    (pytorch/pytorch#104053). torch.optim's own classes are left alone (AdamW subclasses Adam).
+    Yields the patched classes' names."""
+    if optimizer_cls.__module__.startswith("torch."):
+        yield []
+        return
     wrappers = _torch_optim_wrapper_codes()
     patched = []
     for base in optimizer_cls.__mro__[1:]:
@@ -205,12 +209,21 @@ def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
             raw = raw.__wrapped__
         if raw is not step:
             patched.append((base, step))
-            base.step = raw
+            base.step = _with_step_grad_mode(raw)
     try:
         yield [f"{base.__module__}.{base.__qualname__}" for base, _ in patched]
     finally:
         for base, step in reversed(patched):
             base.step = step
+
+
+def _with_step_grad_mode(raw: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(raw)
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with torch.set_grad_enabled(self.defaults.get("differentiable", False)):
+            return raw(self, *args, **kwargs)
+
+    return step
 
 
 def mark_step_called(optimizer: torch.optim.Optimizer) -> None:
