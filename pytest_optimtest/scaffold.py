@@ -13,7 +13,7 @@ import inspect
 import sys
 from pathlib import Path
 
-from .spec.values import resolve
+from .spec.values import resolve, takes_keyword
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
@@ -63,7 +63,7 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
         "closure: [false, true]",
         "devices: [cpu, cuda]",
         "kernel_counts: {}  # fill in with --optim-update-expected",
-        *_properties(params),
+        *_properties(cls),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -93,16 +93,15 @@ def _rejection(cls: type, lr: float, kwargs: dict) -> str | None:
     return None
 
 
-def _properties(params: dict[str, inspect.Parameter]) -> list[str]:
+def _properties(cls: type) -> list[str]:
     """The metamorphic properties the constructor allows; elementwise commented out (init cannot know)."""
     every = "{examples: {ci: 10, dev: 20}}"
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
     lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (README: properties beyond parity)",
              f"  determinism: {every}  # two runs from one seed are bitwise equal",
              f"  dtypes: {every}  # params and state keep dtype (bfloat16, float64); drop if state is upcast by design"]
-    if "maximize" in params or takes_any:
+    if takes_keyword(cls, "maximize"):
         lines.append(f"  maximize: {every}  # maximize on grad g equals minimize on -g, state included")
-    if "lr" in params or takes_any:
+    if takes_keyword(cls, "lr"):
         lines.append(f"  zero_lr: {every}  # lr=0 leaves params unchanged; drop if a decay or minimum step ignores lr")
     lines.append(f"  # elementwise: {every}  # uncomment if an element's update depends on that element alone "
                  "(Adam, SGD, Lion; not Shampoo, Muon, Adafactor)")

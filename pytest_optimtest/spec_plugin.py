@@ -102,10 +102,11 @@ class SpecFile(pytest.File):
             return
         chosen = selected_devices(self.config)
         absent = self.config.stash[_ABSENT]
+        reasons = {d: unavailable_reason(d) for d in {c.device for c in cases}} if chosen is None else {}
         for case in cases:
             if chosen is not None and case.device not in chosen:
                 continue
-            why = unavailable_reason(case.device) if chosen is None else None
+            why = reasons.get(case.device)
             if why:  # not generated: a CPU machine shows its real results, not a wall of skips
                 absent[case.device, why] += len(case.checks)
                 continue

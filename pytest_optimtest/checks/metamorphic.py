@@ -78,6 +78,20 @@ def _state_differences(where: str, opt_a: torch.optim.Optimizer, p_a: torch.Tens
     return value_differences(f"{where} state", state_a, state_b, tol, labels)
 
 
+def _param_differences(index: int, opt_a: torch.optim.Optimizer, p_a: torch.Tensor, opt_b: torch.optim.Optimizer,
+                       p_b: torch.Tensor, tol: Tolerance, labels: tuple[str, str], state: bool = True) -> list[str]:
+    """params[index] of two runs (flattened when their shapes differ, e.g. 0-d vs one-element),
+    and, with `state`, its state entries."""
+    a, b = p_a.detach(), p_b.detach()
+    if a.shape != b.shape:
+        a, b = a.reshape(-1), b.reshape(-1)
+    found = tensor_difference(f"params[{index}]", a, b, tol, labels)
+    problems = [found] if found else []
+    if state:
+        problems += _state_differences(f"params[{index}]", opt_a, p_a, opt_b, p_b, tol, labels)
+    return problems
+
+
 def _draws(fuzz: Any, prop: Any, layouts: tuple[str, ...] = LAYOUTS) -> dict[str, st.SearchStrategy[Any]]:
     if not fuzz.cases:
         raise NotApplicable(f"{fuzz.id}: no plain {fuzz.device} case to draw (every case has a scheduler or a closure)")
@@ -123,9 +137,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> str:
         opt_drawn, opt_flat = _stepped(case, drawn, grads), _stepped(case, flat, flat_grads)
         for i, blueprint in enumerate(params.params):
             copy = "the same value as a one-element param" if blueprint.shape == () else "a contiguous 1-d copy of it"
-            problems = [d for d in [tensor_difference(f"params[{i}]", flat[i], drawn[i].detach().reshape(-1), tol,
-                                                      (copy, "as drawn"))] if d]
-            problems += _state_differences(f"params[{i}]", opt_flat, flat[i], opt_drawn, drawn[i], tol, (copy, "as drawn"))
+            problems = _param_differences(i, opt_flat, flat[i], opt_drawn, drawn[i], tol, (copy, "as drawn"))
             if problems:
                 still = torch.equal(drawn[i].detach().reshape(-1), initial[i]) and not torch.equal(flat[i], initial[i])
                 verb = f"did not move while {copy} did" if still else f"was updated differently than {copy}"
@@ -134,12 +146,9 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> str:
         order = [(i + 1) % len(initial) for i in range(len(initial))]  # every param moves to another position
         permuted = [initial[j].clone() for j in order]
         opt_permuted = _stepped(case, permuted, [[gs[j] for j in order] for gs in flat_grads])
-        problems = []
-        for position, i in enumerate(order):
-            labels = (f"at position {i}", f"moved to position {position}")
-            d = tensor_difference(f"params[{i}]", flat[i], permuted[position].detach(), tol, labels)
-            problems += ([d] if d else []) + _state_differences(f"params[{i}]", opt_flat, flat[i], opt_permuted,
-                                                               permuted[position], tol, labels)
+        problems = [d for position, i in enumerate(order)
+                    for d in _param_differences(i, opt_flat, flat[i], opt_permuted, permuted[position], tol,
+                                                (f"at position {i}", f"moved to position {position}"))]
         if problems:
             raise _failed(f"elementwise: permuting the params of the group (order {order}) did not permute the "
                           "updates: a param's update depends on its position", problems)
@@ -170,12 +179,8 @@ def check_fuzz_maximize(fuzz: Any, runs: Any) -> str:
         opt_up = _stepped(case, up, grads, maximize=True)
         opt_down = _stepped(case, down, [[-g for g in gs] for gs in grads], maximize=False)
         labels = ("maximize=False on -g", "maximize=True on g")
-        problems = []
-        for i in range(len(up)):
-            d = tensor_difference(f"params[{i}]", down[i].detach(), up[i].detach(), tol, labels)
-            problems += [d] if d else []
-            if compare_state:
-                problems += _state_differences(f"params[{i}]", opt_down, down[i], opt_up, up[i], tol, labels)
+        problems = [d for i in range(len(up))
+                    for d in _param_differences(i, opt_down, down[i], opt_up, up[i], tol, labels, compare_state)]
         if problems:
             raise _failed("maximize: stepping with maximize=True on grad g differs from maximize=False on -g"
                           + (" (set fuzz.maximize.state: false if the state is kept sign-flipped by design)"
@@ -227,12 +232,9 @@ def check_fuzz_determinism(fuzz: Any, runs: Any) -> str:
         first, second = params.build(case.device, case.seed), params.build(case.device, case.seed)
         initial = params.build(case.device, case.seed)
         opt_first, opt_second = _stepped(case, first, grads), _stepped(case, second, grads)
-        labels = ("first run", "second run")
-        problems = []
-        for i in range(len(first)):
-            d = tensor_difference(f"params[{i}]", first[i].detach(), second[i].detach(), EXACT, labels)
-            problems += ([d] if d else []) + _state_differences(f"params[{i}]", opt_first, first[i], opt_second,
-                                                               second[i], EXACT, labels)
+        problems = [d for i in range(len(first))
+                    for d in _param_differences(i, opt_first, first[i], opt_second, second[i], EXACT,
+                                                ("first run", "second run"))]
         if problems:
             raise _failed("determinism: two runs from the same seed (torch.manual_seed before every step) are not "
                           "bitwise equal: the step draws from a source the seed does not control", problems)

@@ -84,10 +84,7 @@ def _run(case: Case, log: list[str]) -> HealthRun:
             run.warmup = [counted() for _ in range(spec.warmup.steps)]
         else:  # until a step compiles nothing; the scheduler waits, its recompiles are judged over the steady steps
             run.warmup = [counted(with_schedulers=False)]
-            while len(run.warmup) < SETTLE_STEPS:
-                run.warmup.append(counted(with_schedulers=False))
-                if not run.warmup[-1].recompiles:
-                    break
+            run.warmup += _until_settled(lambda: counted(with_schedulers=False), SETTLE_STEPS - 1)
             for scheduler in schedulers:  # as after a declared warm-up step: steady step 1 sees its change
                 step_scheduler(scheduler)
         run.graph_breaks = torch_api.graph_break_counts()
@@ -105,16 +102,22 @@ def _run(case: Case, log: list[str]) -> HealthRun:
             for perturbation in spec.perturbations:
                 apply_perturbation(perturbation, opt, case.device)
                 outcome = counted()
-                for _ in range(SETTLE_STEPS - 1 if perturbation.recompiles is None else 0):
-                    more = counted()  # undeclared: state recreated lazily may recompile once more
-                    if not more.recompiles:
-                        break
-                    outcome = StepCompiles(outcome.graphs + more.graphs, outcome.kernels + more.kernels,
-                                           outcome.recompiles + more.recompiles)
+                if perturbation.recompiles is None:  # undeclared: state recreated lazily may recompile once more
+                    for more in _until_settled(counted, SETTLE_STEPS - 1):
+                        outcome = StepCompiles(outcome.graphs + more.graphs, outcome.kernels + more.kernels,
+                                               outcome.recompiles + more.recompiles)
                 settle = _failure_on_recompile(counted)
                 run.perturbations.append(PerturbationOutcome(perturbation, outcome, settle if isinstance(settle, str) else None))
     run.graph_count = torch_api.captured_graph_count()
     return run
+
+
+def _until_settled(counted: Callable[[], StepCompiles], limit: int) -> list[StepCompiles]:
+    """Steps until one recompiles nothing (that one included), at most `limit` steps."""
+    steps = [counted()]
+    while steps[-1].recompiles and len(steps) < limit:
+        steps.append(counted())
+    return steps
 
 
 def _failure_on_recompile(counted: Callable[[], StepCompiles]) -> StepCompiles | str:

@@ -181,11 +181,14 @@ def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
     no_grad, and so do we (see optimizer.py's "Note on graph break"). Other decorators,
     a user's torch.compiler.disable included, are kept.
     """
+    return _without_torch_optim_wrappers(type(optimizer).step).__get__(optimizer)
+
+
+def _without_torch_optim_wrappers(step: Callable[..., Any]) -> Callable[..., Any]:
     wrappers = _torch_optim_wrapper_codes()
-    step = type(optimizer).step
     while getattr(step, "__code__", None) in wrappers and hasattr(step, "__wrapped__"):
         step = step.__wrapped__
-    return step.__get__(optimizer)
+    return step
 
 
 @contextlib.contextmanager
@@ -198,15 +201,12 @@ def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
     if optimizer_cls.__module__.startswith("torch."):
         yield []
         return
-    wrappers = _torch_optim_wrapper_codes()
     patched = []
     for base in optimizer_cls.__mro__[1:]:
         step = vars(base).get("step")
         if step is None or not base.__module__.startswith("torch.optim"):
             continue
-        raw = step
-        while getattr(raw, "__code__", None) in wrappers and hasattr(raw, "__wrapped__"):
-            raw = raw.__wrapped__
+        raw = _without_torch_optim_wrappers(step)
         if raw is not step:
             patched.append((base, step))
             base.step = _with_step_grad_mode(raw)

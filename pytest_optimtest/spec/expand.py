@@ -12,7 +12,7 @@ from .case import Case, FuzzCase, HookOrderCase, KernelExpectation, Variant
 from .errors import did_you_mean
 from .loader import Locator
 from .schema import CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec
-from .values import build_kwargs, resolve, value_problem
+from .values import build_kwargs, resolve, takes_keyword, value_problem
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
@@ -81,7 +81,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                             raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
                         seen[case.id] = index
                         cases.append(case)
-    return cases + _fuzz_cases(spec, locator, prefix, cases)
+    return cases + _fuzz_cases(spec, locator, prefix, cases, optimizer_cls)
 
 
 FUZZ_CHECKS = {"parity": "fuzz_parity", "in_backward": "fuzz_in_backward", "elementwise": "fuzz_elementwise",
@@ -90,14 +90,12 @@ FUZZ_CHECKS = {"parity": "fuzz_parity", "in_backward": "fuzz_in_backward", "elem
 CONSTRUCTOR_NEEDS = {"maximize": "maximize", "zero_lr": "lr"}  # fuzz property -> the argument it sets
 
 
-def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case]) -> list[FuzzCase]:
+def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], optimizer_cls: type) -> list[FuzzCase]:
     """One FuzzCase per device for the spec's `fuzz` section, drawing its plain cases."""
     if spec.fuzz is None:
         return []
-    takes = inspect.signature(resolve(spec.optimizer).__init__).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in takes.values())
     for prop, argument in CONSTRUCTOR_NEEDS.items():
-        if getattr(spec.fuzz, prop) is not None and argument not in takes and not takes_any:
+        if getattr(spec.fuzz, prop) is not None and not takes_keyword(optimizer_cls, argument):
             raise locator.error(("fuzz", prop), f"the {prop} property sets {argument!r}, which "
                                                 f"{spec.optimizer} does not take; remove it")
     settings = {FUZZ_CHECKS[name]: value for name, value in spec.fuzz if value is not None}
@@ -289,11 +287,9 @@ _constructed: dict[tuple[type, str], str | None] = {}
 
 def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator) -> None:
     """The optimizer's constructor must accept these kwargs (checked once per distinct set)."""
-    params = inspect.signature(cls.__init__).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
     for key in kwargs:
-        if not takes_any and key not in params:
-            names = [n for n in params if n not in ("self", "params")]
+        if not takes_keyword(cls, key):
+            names = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "params")]
             at = (*where, "kwargs", key) if key in spec.cases[where[1]].kwargs else ("kwargs", key)
             if key in spec.grid:
                 at = ("grid", key)

@@ -96,3 +96,11 @@ def resolve(path: str) -> Any:
             raise ImportError(f"{obj.__name__!r} has no attribute {part!r}{did_you_mean(part, public)}")
         obj = getattr(obj, part)
     return obj
+
+
+def takes_keyword(cls: type, name: str) -> bool:
+    """Whether `cls(...)` accepts the keyword argument `name` (by name, or through **kwargs)."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
