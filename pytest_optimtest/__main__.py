@@ -1,4 +1,4 @@
-"""`python -m pytest_optimtest schema | check PATH... | init OPTIMIZER [-o FILE]`"""
+"""`python -m pytest_optimtest schema | check PATH... | init OPTIMIZER [-o FILE] | table REPORT.json`"""
 
 from __future__ import annotations
 
@@ -17,7 +17,15 @@ def main(argv: list[str] | None = None) -> int:
     init = sub.add_parser("init", help="write a starter spec for an optimizer class, from its constructor")
     init.add_argument("optimizer", help="import path, e.g. mypkg.optim:Lion or torch.optim.Adam")
     init.add_argument("-o", "--output", type=Path, help="file to write (default: <name>.yaml; '-' for stdout)")
+    table = sub.add_parser("table", help="render an --optim-report JSON as a Markdown optimizer x check table")
+    table.add_argument("report", type=Path)
     args = parser.parse_args(argv)
+
+    if args.command == "table":
+        from .report import compatibility_table
+
+        print(compatibility_table(json.loads(args.report.read_text())), end="")
+        return 0
 
     if args.command == "init":
         from .scaffold import write_starter_spec

@@ -32,9 +32,9 @@ def benchmark_items(parent: pytest.Collector, case: Case) -> Iterator[pytest.Ite
 
 def run_benchmark(benchmark: Any, case: Case, compiled: bool) -> None:
     """Time `optimizer.step()` (compiled: the compiled raw step, warmed up first) on the case's model."""
-    from .harness.compiled_run import compile_step
+    from .harness.builder import compile_step
     from .harness.isolation import isolated_case
-    from .harness.models import make_optimizer, model_with_grads
+    from .harness.builder import make_optimizer, model_with_grads
 
     with isolated_case(case):
         model, _, _ = model_with_grads(case)

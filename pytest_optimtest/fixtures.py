@@ -99,9 +99,9 @@ def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
     dynamo and inductor state is fresh for the test and restored after."""
     import torch
 
-    from .harness.compiled_run import compile_step
+    from .harness.builder import compile_step
     from .harness.isolation import isolated_case
-    from .harness.models import copy_with_grads, make_optimizer, model_with_grads
+    from .harness.builder import copy_with_grads, make_optimizer, model_with_grads
 
     with isolated_case(optim_case):
         model, _, _ = model_with_grads(optim_case)

@@ -33,7 +33,7 @@ def item_metrics(check: str, case: Any, runs: Any) -> dict[str, Any]:
         k = case.kernels
         metrics["expected"] = {"count": k.count, "table": list(k.table), "version": k.torch_version,
                                "device": case.device, "pattern": k.pattern}
-    health = runs.peek("health", case.id)
+    health = compiled
     if health is not None and check == "recompile":
         metrics["recompiles"] = {
             "warmup": health.warmup_compiles - 1,
@@ -81,7 +81,7 @@ class Results:
         if report.when == "call" or (report.when == "setup" and not report.passed):
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
             self.records.append({**data, "nodeid": report.nodeid, "outcome": outcome,
-                                 "duration_s": round(report.duration, 4)})
+                                 "duration_s": round(report.duration, 4), "reason": _reason(report, outcome)})
 
     def by_spec(self) -> dict[str, list[dict[str, Any]]]:
         groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -107,6 +107,53 @@ class Results:
                 "speedup": round(statistics.median(speedups), 2) if speedups else None,
             })
         return rows
+
+
+def _reason(report: Any, outcome: str) -> str:
+    """The item's verdict in one line: the check's summary, the skip or xfail reason, or the failure's first line."""
+    if outcome == "xfailed":
+        text = report.wasxfail
+    elif outcome == "skipped" and isinstance(report.longrepr, tuple):
+        text = report.longrepr[2].removeprefix("Skipped: ")
+    elif outcome == "passed":
+        text = next((content for name, content in report.sections if name.endswith("optimtest call")), "")
+    else:
+        lines = report.longreprtext.splitlines()
+        text = " ".join(lines[1:3]) if len(lines) > 1 else (lines[0] if lines else "")  # line 0 is "[check] case (where)"
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def compatibility_table(report: dict[str, Any]) -> str:
+    """Markdown: one row per optimizer, one column per check; each non-pass numbered, with its reason below."""
+    items = report.get("items", [])
+    checks = list(dict.fromkeys(r["check"] for r in items))
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in items:
+        rows[r.get("optimizer") or r["case"]][r["check"]].append(r)
+    marks = {"passed": "pass", "xfailed": "xfail", "skipped": "skip", "failed": "**FAIL**", "error": "**ERROR**"}
+    notes: list[str] = []
+    lines = [f"| optimizer | {' | '.join(checks)} |", "| --- |" + " --- |" * len(checks)]
+    for optimizer in sorted(rows, key=str.lower):
+        cells = []
+        for check in checks:
+            records = rows[optimizer].get(check, [])
+            if not records:
+                cells.append("")
+                continue
+            worst = min(records, key=lambda r: ("failed", "error", "xfailed", "skipped", "passed").index(r["outcome"])
+                        if r["outcome"] in ("failed", "error", "xfailed", "skipped", "passed") else 0)
+            cell = marks.get(worst["outcome"], worst["outcome"])
+            if worst["outcome"] != "passed":
+                notes.append(f"{len(notes) + 1}. `{optimizer}` {check} ({worst['case']}): {worst.get('reason', '')}")
+                cell += f" [{len(notes)}]"
+            cells.append(cell)
+        lines.append(f"| `{optimizer}` | " + " | ".join(cells) + " |")
+    counts = {c: sum(1 for o in rows if any(r["outcome"] == "passed" for r in rows[o].get(c, []))
+                     and all(r["outcome"] == "passed" for r in rows[o].get(c, []))) for c in checks}
+    summary = ", ".join(f"{c} {counts[c]}" for c in checks)
+    return "\n".join([f"torch {report.get('torch', '?')}: {len(rows)} optimizers; passing every case, per check: {summary}.",
+                      "", *lines, "", *notes]) + "\n"
 
 
 def terminal_table(rows: list[dict[str, Any]]) -> list[str]:

@@ -93,6 +93,10 @@ class SpecFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         try:
             spec, locator = load_spec(self.path)
+            missing = missing_requirements(spec)
+            if missing:
+                yield MissingRequirementItem.from_parent(self, name="requires", reason=missing)
+                return
             cases = expand(spec, locator)
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=exc)
@@ -128,6 +132,33 @@ class SpecErrorItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.error.line or 1) - 1, f"spec-error: {self.error.path}"
+
+
+def missing_requirements(spec: Any) -> str | None:
+    """Why a spec's `requires` cannot be met on this machine, or None."""
+    import importlib
+
+    missing = []
+    for module in getattr(spec, "requires", []):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing.append(f"{module} ({exc})")
+    return f"requires {', '.join(missing)}: not importable here" if missing else None
+
+
+class MissingRequirementItem(pytest.Item):
+    """Stands for a spec whose `requires` are not installed: one skip, with the reason."""
+
+    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+
+    def runtest(self) -> None:
+        pytest.skip(self.reason)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, 0, "requires"
 
 
 class CaseNode(pytest.Collector):
@@ -273,7 +304,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if runs is not None and runs.cases_run:
         seconds = config.stash[_CHECK_SECONDS][0]
         terminalreporter.write_line(
-            f"optimtest: {runs.cases_run} case runs (compiled, compile-health, distributed); {seconds:.1f}s inside checks"
+            f"optimtest: {runs.cases_run} case runs (compiled, distributed); {seconds:.1f}s inside checks"
         )
     results = config.stash.get(_RESULTS, None)
     if results is None or not results.records:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_optimtest import load_case
-from pytest_optimtest.harness.in_backward import tie
+from pytest_optimtest.harness.in_backward_run import tie
 from pytest_optimtest.strategies import (
     MLP, DictOf, Inputs, Lin, ListOf, Param, Params, Seq, inputs, mlps, module_trees, param_lists, spec_cases,
 )

@@ -8,7 +8,8 @@ import time
 import torch
 
 from ..harness import torch_api
-from ..harness.compiled_run import compile_step
+from ..harness.builder import compile_step
+from ..harness.guards import require_compiled
 from ..harness.isolation import isolated_case
 from ..spec.values import build_kwargs, resolve
 
@@ -33,8 +34,7 @@ def check_compile_time(case, runs) -> str:
         with torch.no_grad():
             step()
         seconds = time.perf_counter() - start
-        if torch_api.captured_graph_count() == 0:
-            raise AssertionError(f"{case.id}: not compiled: no graph captured, so no compile time was measured")
+        require_compiled(case.id, torch_api.captured_graph_count(), "no compile time was measured")
     foreach = " foreach" if kwargs.get("foreach") else ""
     measured = f"first{foreach} step over {TENSORS} tensors of {SHAPE} compiled in {seconds:.1f}s"
     if case.compile_budget_s is not None and seconds > case.compile_budget_s:

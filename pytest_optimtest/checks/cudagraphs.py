@@ -5,10 +5,8 @@ from __future__ import annotations
 import torch
 
 from ..harness import torch_api
-from ..harness.compiled_run import compile_step
-from ..harness.models import model_with_grads
+from ..harness.builder import compile_step, make_optimizer, model_with_grads
 from ..harness.isolation import isolated_case
-from ..harness.models import make_optimizer
 from .base import NotApplicable
 
 

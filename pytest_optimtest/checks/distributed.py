@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..harness.compare import listed, max_movement, non_finite, value_differences
+from ..harness.compare import listed, value_differences
+from ..harness.guards import require_moved
 from ..harness.distributed_run import DistributedRun, unavailable_reason
-from ..harness.models import make_optimizer, model_factory
+from ..harness.builder import make_optimizer, model_factory
 from ..spec.schema import Tolerance
 from .base import NotApplicable
 
@@ -24,16 +25,9 @@ def _tolerance(case) -> Tolerance:
 
 def _not_vacuous(run: DistributedRun) -> float:
     case, tol = run.case, _tolerance(run.case)
-    diverged = non_finite(run.eager)
-    if diverged:
-        raise AssertionError(f"{case.id}: one-process eager params {diverged} became NaN/inf; equality would mean nothing")
-    moved = max_movement(run.initial_params, run.eager, tol)
-    if moved < case.min_movement:
-        raise AssertionError(
-            f"{case.id}: vacuous comparison: over {case.distributed.iterations} train steps the params moved at most "
-            f"{moved:.3g} tolerances (need {case.min_movement:g}); raise lr or distributed.iterations in {case.location}"
-        )
-    return moved
+    return require_moved(case.id, run.initial_params, run.eager, tol, case.min_movement,
+                         f"over {case.distributed.iterations} one-process eager train steps",
+                         f"; raise lr or distributed.iterations in {case.location}")
 
 
 def _ranks_agree(run: DistributedRun, attr: str) -> list[str]:

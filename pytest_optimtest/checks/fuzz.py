@@ -14,7 +14,7 @@ from ..harness.compare import listed, max_movement, snapshot_differences
 from ..harness.devices import seed_all
 from ..harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
 from ..harness.isolation import isolated, isolated_case
-from ..harness.models import make_optimizer
+from ..harness.builder import make_optimizer
 from ..harness.properties import run_property
 from ..harness.snapshot import snapshot
 from ..strategies import Params, mlps, module_trees, param_lists, tree_input

@@ -7,10 +7,11 @@ from copy import deepcopy
 import torch
 
 from ..harness import torch_api
-from ..harness.compare import max_movement, non_finite, value_differences
-from ..harness.in_backward import CannotApply, make_model, run_in_backward
+from ..harness.compare import value_differences
+from ..harness.guards import require_moved
+from ..harness.in_backward_run import CannotApply, make_model, run_in_backward
 from ..harness.isolation import isolated
-from ..harness.models import make_data
+from ..harness.builder import make_data
 from ..spec.values import build_kwargs, resolve
 from .base import NotApplicable
 
@@ -26,9 +27,7 @@ def compare_in_backward(case, tied: bool = False, copies: int = 1,
         for step, reference, in_backward in run_in_backward(case, tied=tied, copies=copies):
             ref = {n: p.detach() for n, p in reference.named_parameters()}
             got = {n: p.detach() for n, p in in_backward.named_parameters()}
-            diverged = non_finite(ref)
-            if diverged:
-                raise AssertionError(f"{case.id}: reference params {diverged} became NaN/inf at step {step + 1}: the run diverged; lower lr")
+            require_moved(case.id, initial, ref, tol, 0.0, f"at step {step + 1}")
             problems = value_differences("param", ref, got, tol)
             if problems:
                 raise AssertionError(
@@ -37,9 +36,8 @@ def compare_in_backward(case, tied: bool = False, copies: int = 1,
                 )
     except CannotApply as exc:
         raise NotApplicable(f"{case.id}: {exc}") from None
-    moved = max_movement(initial, ref, tol)
-    if require_movement and moved < case.min_movement:
-        raise AssertionError(f"{case.id}: vacuous comparison: params moved at most {moved:.3g} tolerances in {case.in_backward.steps} steps")
+    moved = require_moved(case.id, initial, ref, tol, case.min_movement if require_movement else 0.0,
+                          f"over {case.in_backward.steps} steps")
     return reference, in_backward, moved
 
 

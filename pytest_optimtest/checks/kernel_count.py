@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from ..harness.guards import require_compiled
 from .base import NotApplicable
 
 
 def check_kernel_count(case, runs) -> str:
     run = runs.compiled(case)
     expected = case.kernels
-    if run.graph_count == 0:
-        raise AssertionError(f"{case.id}: not compiled: no graph was captured, so there are no kernels to count")
+    require_compiled(case.id, run.graph_count, "there are no kernels to count")
     if expected is None or expected.count is None:
         where = expected.where if expected else case.spec_path
         raise NotApplicable(

@@ -10,10 +10,9 @@ from typing import Any
 import torch
 
 from ..harness import torch_api
-from ..harness.compiled_run import compile_step
-from ..harness.models import model_with_grads
+from ..harness.builder import compile_step, make_optimizer, model_with_grads
+from ..harness.guards import require_compiled
 from ..harness.isolation import isolated_case
-from ..harness.models import make_optimizer
 
 
 def check_no_leak(case, runs) -> str:
@@ -30,8 +29,7 @@ def check_no_leak(case, runs) -> str:
         finally:
             if enabled:
                 gc.enable()
-        if graphs == 0:
-            raise AssertionError(f"{case.id}: not compiled: torch.compile captured no graph, so no compile cache was tested")
+        require_compiled(case.id, graphs, "no compile cache was tested")
         if alive:
             gc.collect()
             survivors = [r() for r in refs if r() is not None]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from ..harness.compare import max_movement, tensor_difference, value_differences
 from ..harness.devices import seed_all
 from ..harness.isolation import isolated_case
-from ..harness.models import make_optimizer
+from ..harness.builder import make_optimizer
 from ..harness.properties import run_property
 from ..spec.schema import Tolerance
 from ..strategies import LAYOUTS, Param, Params, param_lists

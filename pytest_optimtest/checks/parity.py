@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..harness.compare import dynamo_group_keys, listed, max_movement, non_finite, snapshot_differences
+from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
 from ..harness.compiled_run import CompiledRun
+from ..harness.guards import require_compiled, require_moved
 
 
 def check_parity(case, runs) -> str:
@@ -11,28 +12,25 @@ def check_parity(case, runs) -> str:
 
 
 def assert_parity(run: CompiledRun) -> str:
-    """Raise AssertionError naming every difference; refuse vacuous comparisons."""
-    case, tol = run.case, run.case.tolerance
-    if run.graph_count == 0:
-        raise AssertionError(
-            f"{case.id}: not compiled: torch.compile captured no graph (the step ran eagerly or traced to "
-            f"no tensor operation), so matching eager proves nothing; graph breaks: {run.graph_breaks or 'none'}"
-        )
-    diverged = non_finite(run.eager.params)
-    if diverged:
-        raise AssertionError(f"{case.id}: eager params {diverged} became NaN/inf: the run diverged, so equality means nothing; lower lr")
-    moved = max_movement(run.initial_params, run.eager.params, tol)
-    if moved < case.min_movement:
-        raise AssertionError(
-            f"{case.id}: vacuous comparison: over {case.steps} steps the params moved at most {moved:.3g} "
-            f"tolerances (need {case.min_movement:g}); a compiled step that did nothing would pass. "
-            f"Raise lr or steps in {case.location}, or loosen min_movement."
-        )
-    e = run.eager
-    problems = snapshot_differences(e, run.compiled, tol)
+    """Raise AssertionError naming every difference after the run's warm-up and steady steps;
+    refuse vacuous comparisons. A step that breaks the graph is still compared (graph_breaks
+    judges the breaks)."""
+    case = run.case
+    require_compiled(case.id, run.graph_count, "matching eager proves nothing; graph breaks: "
+                     + (", ".join(run.graph_breaks) or "none"))
+    e, c = run.eager, run.compiled
+    moved = require_moved(case.id, run.initial_params, e.params, case.tolerance, case.min_movement,
+                          f"over {run.steps} steps", f"; raise lr or steps in {case.location}, or loosen min_movement")
+    problems = snapshot_differences(e, c, case.tolerance)
     if problems:
-        raise AssertionError(f"{case.id}: compiled step differs from eager after {case.steps} steps:" + listed(problems))
-    added = dynamo_group_keys(e, run.compiled)
-    note = (f"; torch's dynamo added {', '.join(added)} = True to the compiled optimizer's groups "
-            "(OptimizerVariable._set_capturable), not compared") if added else ""
-    return f"{len(e.params)} params, {sum(len(s) for s in e.state.values())} state entries equal; moved {moved:.3g} tol{note}"
+        raise AssertionError(f"{case.id}: compiled step differs from eager after {run.steps} steps:" + listed(problems))
+    notes = []
+    if run.graph_breaks:
+        notes.append(f"compiled in {run.graph_count} graphs, {len(run.graph_breaks)} graph-break reason(s) "
+                     "(graph_breaks judges them)")
+    added = dynamo_group_keys(e, c)
+    if added:
+        notes.append(f"torch's dynamo added {', '.join(added)} = True to the compiled optimizer's groups "
+                     "(OptimizerVariable._set_capturable), not compared")
+    return (f"{run.steps} steps: {len(e.params)} params, {sum(len(s) for s in e.state.values())} state entries equal; "
+            f"moved {moved:.3g} tol" + "".join(f"; {n}" for n in notes))

@@ -9,11 +9,10 @@ import torch
 
 from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
-from ..harness.models import copy_with_grads
+from ..harness.builder import copy_with_grads, make_optimizer, make_twins
 from ..harness.snapshot import snapshot
+from ..harness.guards import require_compiled
 from ..harness.isolation import isolated_case
-from ..harness.models import make_optimizer
-from ..harness.twins import make_twins
 
 
 def check_state_dict(case, runs) -> str:
@@ -45,8 +44,7 @@ def check_state_dict(case, runs) -> str:
                 twins.eager_opt.step()
                 resumed.step()
         after_load = recompiles[before:]
-        if torch_api.captured_graph_count() == 0:
-            raise AssertionError(f"{case.id}: not compiled: torch.compile captured no graph")
+        require_compiled(case.id, torch_api.captured_graph_count(), "the round trip proves nothing")
         reference, compiled = twins.snapshots()
         eager_resumed = snapshot(resumed, {p: name for name, p in resumed_model.named_parameters()})
     problems = [f"compiled after loading eager's state_dict: {p}" for p in snapshot_differences(reference, compiled, case.tolerance)]

@@ -8,10 +8,10 @@ import inspect
 import torch
 
 from ..harness import torch_api
-from ..harness.compare import listed, max_movement, non_finite, snapshot_differences
-from ..harness.compiled_run import make_closure
+from ..harness.compare import listed, snapshot_differences
+from ..harness.guards import require_compiled, require_moved
 from ..harness.isolation import isolated_case
-from ..harness.twins import Twins, make_twins
+from ..harness.builder import Twins, make_twins
 from .base import NotApplicable
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
@@ -54,13 +54,13 @@ def check_closure_graph_break(case, runs) -> str:
             raise NotApplicable(f"{case.id}: {case.optimizer}.step takes no closure")
         initial = twins.initial()
         calls = [0]
-        closure = make_closure(twins.eager_model, twins.eager_opt, twins.inputs, twins.loss_fn)
+        closure, _ = twins.closures()
 
         def eager_closure():
             calls[0] += 1
             return closure()
 
-        step = twins.compile(make_closure(twins.compiled_model, twins.compiled_opt, twins.inputs, twins.loss_fn, graph_break=True))
+        step = twins.compile(twins.closures(graph_break=True)[1])
         for _ in range(case.steps):
             with torch.no_grad():  # as PyTorch's tests: the step's own enable_grad runs the closure
                 step()
@@ -79,12 +79,6 @@ def check_closure_graph_break(case, runs) -> str:
 
 
 def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor]) -> None:
-    if torch_api.captured_graph_count() == 0:
-        raise AssertionError(f"{case.id}: not compiled: torch.compile captured no graph, so matching eager proves nothing")
+    require_compiled(case.id, torch_api.captured_graph_count(), "matching eager proves nothing")
     params = {n: p.detach() for n, p in twins.eager_model.named_parameters()}
-    diverged = non_finite(params)
-    if diverged:
-        raise AssertionError(f"{case.id}: eager params {diverged} became NaN/inf: the run diverged; lower lr")
-    moved = max_movement(initial, params, case.tolerance)
-    if moved < case.min_movement:
-        raise AssertionError(f"{case.id}: vacuous comparison: params moved at most {moved:.3g} tolerances")
+    require_moved(case.id, initial, params, case.tolerance, case.min_movement, f"over {case.steps} steps")

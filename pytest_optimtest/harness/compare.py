@@ -87,21 +87,24 @@ def _short(value: Any) -> str:
 
 
 # Keys dynamo itself writes into param groups it traces: OptimizerVariable._set_capturable in
-# torch/_dynamo/variables/optimizer.py sets 'capturable' on every group's tracker, and a step that
-# writes anything into the group gets the whole dict written back, that key included (even on CPU).
+# torch/_dynamo/variables/optimizer.py sets 'capturable' = True on the groups of a CUDA optimizer
+# whose state is not yet created (eager keeps False), and on every group's tracker, so a step that
+# writes anything into a group gets the whole dict written back, that key included (even on CPU).
 DYNAMO_GROUP_KEYS = {"capturable": True}
+_ABSENT = object()
 
 
 def dynamo_group_keys(eager: Any, compiled: Any) -> list[str]:
-    """The group keys only the compiled run has, with the value dynamo writes: torch's doing."""
+    """The group keys where the compiled run holds the value dynamo writes and eager does not: torch's doing."""
     return [f"param_groups[{i}][{key!r}]" for i, (e, c) in enumerate(zip(eager.groups, compiled.groups))
-            for key, value in DYNAMO_GROUP_KEYS.items() if key not in e and c.get(key) == value]
+            for key, value in DYNAMO_GROUP_KEYS.items() if c.get(key, _ABSENT) == value and e.get(key, _ABSENT) != value]
 
 
 def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance) -> list[str]:
     """Every difference between two OptimizerSnapshots: params, state, param_groups, attributes;
     group keys that dynamo adds (see DYNAMO_GROUP_KEYS) are not the optimizer's difference."""
-    groups = [{k: v for k, v in c.items() if k in e or DYNAMO_GROUP_KEYS.get(k, object()) != v}
+    groups = [{k: (e[k] if k in e else v) if DYNAMO_GROUP_KEYS.get(k, _ABSENT) == v else v
+               for k, v in c.items() if k in e or DYNAMO_GROUP_KEYS.get(k, _ABSENT) != v}
               for e, c in zip(eager.groups, compiled.groups)] + compiled.groups[len(eager.groups):]
     return (
         value_differences("param", eager.params, compiled.params, tol)

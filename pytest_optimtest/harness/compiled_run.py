@@ -1,120 +1,201 @@
-"""One eager and one compiled run of a case: the shared input of parity and kernel checks."""
+"""The one compiled run of a case, which parity, kernel_count, graph_breaks and recompile all read.
+
+An eager optimizer and a compiled twin step side by side: a warm-up (until a step compiles
+nothing, or as declared), then the steady steps; parity compares the two after the last of
+them. Then the compiled one alone takes the spec's perturbations. The step is compiled once,
+without fullgraph: a step that breaks the graph still gets a parity verdict, and "fullgraph
+would pass" is what graph_breaks judges (one graph, zero breaks).
+"""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ..spec.case import Case
-from ..spec.values import build_kwargs, resolve
+from ..spec.schema import SETTLE_STEPS, Perturbation
+from ..spec.values import build_kwargs
 from . import torch_api
+from .builder import Twins, make_scheduler, make_twins, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
-from .models import copy_with_grads, make_optimizer, model_with_grads
-from .snapshot import OptimizerSnapshot, snapshot
+from .snapshot import OptimizerSnapshot
+
+
+@dataclass
+class StepCompiles:
+    """What one compiled step cost in compilation."""
+
+    graphs: int
+    kernels: int
+    recompiles: list[str]  # dynamo's message for each recompile during the step
+
+
+@dataclass
+class PerturbationOutcome:
+    perturbation: Perturbation
+    step: StepCompiles
+    settle_failure: str | None  # dynamo's message when the step after it recompiled too
 
 
 @dataclass
 class CompiledRun:
-    """What an eager and a compiled optimizer did over `case.steps` steps."""
+    """What an eager optimizer and its compiled twin did, step by step."""
 
     case: Case
     initial_params: dict[str, torch.Tensor]
-    eager: OptimizerSnapshot
-    compiled: OptimizerSnapshot
-    kernel_count: int
-    graph_count: int
-    graph_breaks: list[str]
-    compile_seconds: float  # first compiled step: tracing, inductor and one step
+    eager: OptimizerSnapshot | None = None  # both after the last steady step
+    compiled: OptimizerSnapshot | None = None
+    warmup: list[StepCompiles] = field(default_factory=list)
+    steady: list[StepCompiles] = field(default_factory=list)
+    perturbations: list[PerturbationOutcome] = field(default_factory=list)
+    graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up
+    graph_count: int = 0  # graphs captured before the perturbations
     compiled_step_seconds: list[float] = field(default_factory=list)
     eager_step_seconds: list[float] = field(default_factory=list)
 
+    @property
+    def steps(self) -> int:
+        """Steps both optimizers took before parity compared them."""
+        return len(self.warmup) + len(self.steady)
+
+    @property
+    def kernel_count(self) -> int:
+        """Kernels inductor generated until the step settled (the warm-up): the step's kernel count."""
+        return sum(s.kernels for s in self.warmup)
+
+    @property
+    def compile_seconds(self) -> float:
+        """The first compiled step: tracing, inductor and one step."""
+        return self.compiled_step_seconds[0]
+
+    @property
+    def warmup_compiles(self) -> int:
+        return 1 + sum(len(s.recompiles) for s in self.warmup)
+
+    @property
+    def unsettled(self) -> bool:
+        """An undeclared warm-up that still recompiled on its last step."""
+        return len(self.warmup) >= SETTLE_STEPS and self.case.recompile.warmup.steps is None and bool(self.warmup[-1].recompiles)
+
+    @property
+    def steady_failure(self) -> tuple[int, str] | None:
+        """(step number, dynamo's message) of the first steady step that recompiled."""
+        for i, step in enumerate(self.steady):
+            if step.recompiles:
+                return len(self.warmup) + i + 1, step.recompiles[0]
+        return None
+
+
+class PerturbationError(AssertionError):
+    """The spec asks for a perturbation this optimizer's state cannot take."""
+
 
 def run_compiled(case: Case) -> CompiledRun:
-    """Step an eager optimizer and a compiled deep copy side by side, PyTorch-test style."""
-    with isolated_case(case):
-        return _run(case)
+    """Run the case's eager optimizer and its compiled twin (see the module docstring)."""
+    with isolated_case(case), torch_api.recording_recompiles() as log:
+        return _run(case, log)
 
 
-def _run(case: Case) -> CompiledRun:
-    model, inputs, loss_fn = model_with_grads(case)
-    model_c = copy_with_grads(model)
-    names = {p: n for n, p in model.named_parameters()}
-    names_c = {p: n for n, p in model_c.named_parameters()}
-
-    opt = make_optimizer(case, model.parameters())
-    opt_c = make_optimizer(case, model_c.parameters())
-    closure = make_closure(model, opt, inputs, loss_fn) if case.closure else None
-    step_c = compile_step(opt_c, make_closure(model_c, opt_c, inputs, loss_fn) if case.closure else None, fullgraph=not case.closure)
-    schedulers = [make_scheduler(case, o) for o in (opt, opt_c)] if case.scheduler else []
-
-    initial = {n: p.detach().clone() for n, p in model.named_parameters()}
-    run = CompiledRun(case, initial, None, None, 0, 0, [], 0.0)  # type: ignore[arg-type]
-    with torch.no_grad():
-        for i in range(case.steps):
-            seed_all(case.seed + 1 + i)
-            start = time.perf_counter()
-            step_c()
-            run.compiled_step_seconds.append(time.perf_counter() - start)
-            seed_all(case.seed + 1 + i)
-            start = time.perf_counter()
-            opt.step(closure) if closure else opt.step()
-            run.eager_step_seconds.append(time.perf_counter() - start)
-            for scheduler in schedulers:
-                step_scheduler(scheduler)
-    run.compile_seconds = run.compiled_step_seconds[0]
-    run.eager = snapshot(opt, names)
-    run.compiled = snapshot(opt_c, names_c)
-    run.kernel_count = torch_api.generated_kernel_count()
-    run.graph_count = torch_api.captured_graph_count()
-    run.graph_breaks = torch_api.graph_break_reasons()
+def _run(case: Case, log: list[str]) -> CompiledRun:
+    twins = make_twins(case)
+    eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
+    compiled_step = twins.compile(compiled_closure)
+    schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
+    run = CompiledRun(case, twins.initial())
+    with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
+        _steps(run, twins, compiled_step, eager_closure, schedulers, log)
     return run
 
 
-def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,
-                 graph_break: bool = False):
-    """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph)."""
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn(model(inputs))
-        if graph_break:
-            torch_api.graph_break()
-        loss.backward()
-        return loss
+def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], eager_closure: Any,
+           schedulers: list, log: list[str]) -> None:
+    case = run.case
 
-    return closure
+    def both(with_schedulers: bool = True) -> StepCompiles:
+        seed_all(case.seed + 1 + run.steps)
+        graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
+        start = time.perf_counter()
+        compiled_step()
+        run.compiled_step_seconds.append(time.perf_counter() - start)
+        compiled = StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels,
+                                log[seen:])
+        seed_all(case.seed + 1 + run.steps)
+        start = time.perf_counter()
+        twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
+        run.eager_step_seconds.append(time.perf_counter() - start)
+        if with_schedulers:
+            step_all(schedulers)
+        return compiled
+
+    spec = case.recompile
+    if spec.warmup.steps is not None:
+        for _ in range(spec.warmup.steps):
+            run.warmup.append(both())
+    else:  # until a step compiles nothing; the scheduler waits, its recompiles are judged over the steady steps
+        run.warmup += [both(with_schedulers=False), both(with_schedulers=False)]  # the compile, then one to settle
+        while run.warmup[-1].recompiles and len(run.warmup) < SETTLE_STEPS:
+            run.warmup.append(both(with_schedulers=False))
+        step_all(schedulers)  # as after a declared warm-up step: steady step 1 sees its change
+    run.graph_breaks = torch_api.graph_break_counts()
+    while len(run.steady) < spec.steps or run.steps < (case.steps or 0):
+        run.steady.append(both())
+    run.eager, run.compiled = twins.snapshots()
+    run.graph_count = torch_api.captured_graph_count()
+    if case.scheduler is None and not case.closure and run.steady_failure is None:
+        _perturb(run, twins.compiled_opt, compiled_step, log)
 
 
-def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = True):
-    """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do."""
-    step = torch_api.raw_step(opt)
-    torch_api.mark_step_called(opt)
-    if closure is None:
-        def fn() -> None:
-            step()
-    else:
-        def fn() -> None:
-            step(closure)
-    return torch.compile(fn, backend="inductor", fullgraph=fullgraph)
+def _perturb(run: CompiledRun, opt: torch.optim.Optimizer, compiled_step: Callable[[], None], log: list[str]) -> None:
+    def counted() -> StepCompiles:
+        graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
+        compiled_step()
+        return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
+
+    for perturbation in run.case.recompile.perturbations:
+        apply_perturbation(perturbation, opt, run.case.device)
+        outcome = counted()
+        if perturbation.recompiles is None:  # undeclared: state recreated lazily may recompile once more
+            more = [counted()]
+            while more[-1].recompiles and len(more) < SETTLE_STEPS - 1:
+                more.append(counted())
+            outcome = StepCompiles(outcome.graphs + sum(m.graphs for m in more), outcome.kernels + sum(m.kernels for m in more),
+                                   outcome.recompiles + [r for m in more for r in m.recompiles])
+        settle = counted().recompiles
+        run.perturbations.append(PerturbationOutcome(perturbation, outcome, settle[0] if settle else None))
 
 
-def make_scheduler(case: Case, opt: torch.optim.Optimizer) -> Any:
-    import torch.optim.lr_scheduler as lr_scheduler
-
-    name = case.scheduler or ""
-    cls = resolve(name) if (":" in name or "." in name) else getattr(lr_scheduler, name)
-    scheduler = cls(opt, **build_kwargs(case.scheduler_kwargs, case.device))
-    scheduler.last_epoch = 1  # as PyTorch's tests: some schedulers act only after an epoch
-    return scheduler
+def step_all(schedulers: list) -> None:
+    for scheduler in schedulers:
+        step_scheduler(scheduler)
 
 
-def step_scheduler(scheduler: Any) -> None:
-    import torch.optim.lr_scheduler as lr_scheduler
-
-    if isinstance(scheduler, lr_scheduler.ReduceLROnPlateau):
-        scheduler.step(1.0)
-    else:
-        scheduler.step()
+def apply_perturbation(perturbation: Perturbation, opt: torch.optim.Optimizer, device: str) -> None:
+    """Make the change a perturbation describes, in place, as user code would between steps."""
+    action = perturbation.action
+    if action == "set_lr":
+        for group in opt.param_groups:
+            group["lr"] = float(perturbation.set_lr)  # type: ignore[arg-type]
+    elif action == "replace_state":
+        key = perturbation.replace_state
+        holder = next((s for s in opt.state.values() if isinstance(s, dict) and key in s), None)
+        if holder is None or not isinstance(holder[key], torch.Tensor):
+            keys = sorted({k for s in opt.state.values() if isinstance(s, dict) for k in s})
+            raise PerturbationError(f"replace_state: no state tensor {key!r}; this optimizer's state keys: {keys}")
+        holder[key] = holder[key].clone()  # equal values, new storage: only an identity guard notices
+    elif action == "clear_state":
+        opt.state.clear()
+    elif action == "add_param_group":
+        first = opt.param_groups[0]["params"][0]
+        param = torch.nn.Parameter(torch.randn_like(first))
+        param.grad = torch.randn_like(first)
+        opt.add_param_group({"params": [param], **build_kwargs(perturbation.add_param_group or {}, device)})
+    elif action == "set_group":
+        values = build_kwargs(perturbation.set_group or {}, device)
+        for group in opt.param_groups:
+            group.update(values)

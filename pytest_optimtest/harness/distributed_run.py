@@ -20,7 +20,7 @@ from . import torch_api
 from .compiled_run import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
-from .models import loss_for, make_data, make_optimizer, model_factory
+from .builder import loss_for, make_data, make_optimizer, model_factory
 from .ranks import RankJob, run_ranks
 
 

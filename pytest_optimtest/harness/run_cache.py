@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..spec.case import Case
-from .compile_health import HealthRun, run_health
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 
@@ -19,12 +18,8 @@ class RunCache:
         self.cases_run = 0
 
     def compiled(self, case: Case) -> CompiledRun:
-        """The eager + compiled run of `case` (parity, kernel_count)."""
+        """The one compiled run of `case` (parity, kernel_count, recompile, graph_breaks)."""
         return self._get("compiled", case, run_compiled)
-
-    def health(self, case: Case) -> HealthRun:
-        """The compile-health run of `case` (recompile, graph_breaks)."""
-        return self._get("health", case, run_health)
 
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""

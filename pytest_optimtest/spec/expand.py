@@ -53,6 +53,8 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     for i, group in enumerate(spec.in_backward.groups):
         _check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"), locator)
     _check_values({"model": {"import": spec.model}}, (), locator)
+    if spec.setup:
+        _check_values({"setup": {"import": spec.setup}}, (), locator)
     prefix = spec.name or optimizer_cls.__name__.lower()
     distributed = _distributed_cases(spec, locator)
     _bound_case_count(spec, locator)
@@ -141,6 +143,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         tolerance=entry.tolerance or spec.tolerance,
         min_movement=spec.min_movement,
         fallback_random=spec.fallback_random,
+        setup=spec.setup,
         in_backward=spec.in_backward,
         distributed=spec.distributed,
         checks=applied,

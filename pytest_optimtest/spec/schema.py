@@ -308,7 +308,7 @@ class Spec(_Strict):
     )
     devices: list[Device] = Field(["cpu"], min_length=1)
     closure: list[bool] = Field([False], min_length=1, description="run each case without/with a closure")
-    steps: int = Field(2, ge=1, le=MAX_STEPS)
+    steps: int = Field(2, ge=1, le=MAX_STEPS, description="steps of the once-per-optimizer checks; parity compares after at least this many (its run is the warm-up and the recompile steady steps)")
     data: Literal["random", "ones"] = Field(
         "random", description="random: seeded randn input, squared loss; ones: PyTorch's torch.ones, sum loss"
     )
@@ -318,6 +318,10 @@ class Spec(_Strict):
         10.0, gt=0, description="params must move this many tolerances, else the comparison is vacuous"
     )
     fallback_random: bool = Field(False, description="compile with inductor's fallback_random (RNG-drawing optimizers)")
+    setup: str | None = Field(None, description="import path of a callable run on each optimizer the checks build, "
+                              "right after construction: setup(optimizer) (e.g. schedule-free's optimizer.train())")
+    requires: list[str] = Field([], description="modules the spec needs (e.g. the optimizer's package): when one "
+                                "cannot be imported, the spec's tests are skipped with that reason instead of failing")
     kernel_counts: KernelTable = Field(
         {}, description="torch major.minor -> device -> {case-id glob or '*': generated kernel count}"
     )

@@ -14,7 +14,7 @@ from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
-from .models import make_data, model_factory
+from .builder import make_data, model_factory
 
 Groups = list[tuple[list[torch.nn.Parameter], dict]]
 

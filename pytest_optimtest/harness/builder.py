@@ -1,0 +1,154 @@
+"""The run builder: data, model, optimizer, eager/compiled twins, compiled step, closure and
+scheduler. Every check, fixture and the benchmark builds its runs from these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..models import IN_FEATURES
+from . import torch_api
+from .snapshot import OptimizerSnapshot, snapshot
+
+
+def make_data(kind: str, device: str, batch: int = 10,
+              features: int = IN_FEATURES) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """(input, loss_fn). 'random': seeded randn and a squared loss, so every weight gets a
+    full-rank gradient; 'ones': PyTorch's torch.ones input and sum loss (rank-1 gradients)."""
+    if kind == "ones":
+        return torch.ones(batch, features, device=device), loss_for(kind)
+    return torch.randn(batch, features, device=device), loss_for(kind)
+
+
+def loss_for(kind: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The loss of a data kind: a sum over the batch, so shards' losses add up to the whole batch's."""
+    if kind == "ones":
+        return lambda out: out.sum()
+    return lambda out: out.pow(2).sum()
+
+
+def model_factory(case: Any) -> Callable[..., torch.nn.Module]:
+    """The case's model factory: an import path, or a callable (a strategies.MLP blueprint)."""
+    from ..spec.values import resolve
+
+    return case.model if callable(case.model) else resolve(case.model)
+
+
+def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
+    from .devices import seed_all
+
+    seed_all(case.seed)
+    model = model_factory(case)(device=case.device)
+    inputs, loss_fn = make_data(case.data, case.device)
+    loss_fn(model(inputs)).backward()
+    return model, inputs, loss_fn
+
+
+def make_optimizer(case: Any, params: Any) -> torch.optim.Optimizer:
+    """The case's optimizer over `params`, with kwargs built afresh, and the spec's `setup` run on it."""
+    from ..spec.values import build_kwargs, resolve
+
+    optimizer = resolve(case.optimizer)(params, **build_kwargs(case.kwargs, case.device))
+    if getattr(case, "setup", None):
+        resolve(case.setup)(optimizer)
+    return optimizer
+
+
+def copy_with_grads(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy that keeps .grad (deepcopy drops it)."""
+    from copy import deepcopy
+
+    twin = deepcopy(model)
+    for p, q in zip(model.parameters(), twin.parameters()):
+        q.grad = None if p.grad is None else p.grad.detach().clone()
+    return twin
+
+
+@dataclass
+class Twins:
+    """Two identical models with grads, each with the case's optimizer: eager and to be compiled."""
+
+    eager_model: torch.nn.Module
+    eager_opt: torch.optim.Optimizer
+    compiled_model: torch.nn.Module
+    compiled_opt: torch.optim.Optimizer
+    inputs: torch.Tensor
+    loss_fn: Callable[[torch.Tensor], torch.Tensor]
+
+    def initial(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in self.eager_model.named_parameters()}
+
+    def snapshots(self) -> tuple[OptimizerSnapshot, OptimizerSnapshot]:
+        """(eager, compiled) snapshots, params named as in the model."""
+        return (
+            snapshot(self.eager_opt, {p: n for n, p in self.eager_model.named_parameters()}),
+            snapshot(self.compiled_opt, {p: n for n, p in self.compiled_model.named_parameters()}),
+        )
+
+    def closures(self, graph_break: bool = False) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
+        """(eager, compiled) closures over the twins' own models and optimizers."""
+        return (make_closure(self.eager_model, self.eager_opt, self.inputs, self.loss_fn, graph_break),
+                make_closure(self.compiled_model, self.compiled_opt, self.inputs, self.loss_fn, graph_break))
+
+    def compile(self, closure: Any = None, fullgraph: bool = False) -> Callable[[], None]:
+        return compile_step(self.compiled_opt, closure, fullgraph)
+
+
+def make_twins(case: Any) -> Twins:
+    """The case's model and a copy, with equal grads, each with the case's optimizer."""
+    model, inputs, loss_fn = model_with_grads(case)
+    twin = copy_with_grads(model)
+    return Twins(model, make_optimizer(case, model.parameters()), twin, make_optimizer(case, twin.parameters()), inputs, loss_fn)
+
+
+def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,
+                 graph_break: bool = False) -> Callable[[], torch.Tensor]:
+    """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph)."""
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = loss_fn(model(inputs))
+        if graph_break:
+            torch_api.graph_break()
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False) -> Callable[[], None]:
+    """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do."""
+    step = torch_api.raw_step(opt)
+    torch_api.mark_step_called(opt)
+    if closure is None:
+        def fn() -> None:
+            step()
+    else:
+        def fn() -> None:
+            step(closure)
+    return torch.compile(fn, backend="inductor", fullgraph=fullgraph)
+
+
+def make_scheduler(case: Any, opt: torch.optim.Optimizer) -> Any:
+    """The case's LR scheduler over `opt`, one epoch in (as PyTorch's tests: some act only after one)."""
+    import torch.optim.lr_scheduler as lr_scheduler
+
+    from ..spec.values import build_kwargs, resolve
+
+    name = case.scheduler or ""
+    cls = resolve(name) if (":" in name or "." in name) else getattr(lr_scheduler, name)
+    scheduler = cls(opt, **build_kwargs(case.scheduler_kwargs, case.device))
+    scheduler.last_epoch = 1
+    return scheduler
+
+
+def step_scheduler(scheduler: Any) -> None:
+    import torch.optim.lr_scheduler as lr_scheduler
+
+    if isinstance(scheduler, lr_scheduler.ReduceLROnPlateau):
+        scheduler.step(1.0)
+    else:
+        scheduler.step()
