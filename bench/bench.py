@@ -4,6 +4,7 @@
     python bench/bench.py --only import   # a one-test project's pytest, plugin loaded vs disabled
     python bench/bench.py --only collect  # collection of 10,000 generated cases
     python bench/bench.py --only main     # the main job, cold and warm inductor cache
+    python bench/bench.py --only peer     # parity + kernel_count vs PyTorch's recipe (bench/peer.py), cold and warm
 
 Figures are ratios and wall times on this machine, never assertions: machines are noisy.
 """
@@ -96,9 +97,31 @@ def bench_main_job(cache_dir: str, workers: int = 1) -> dict[str, float | str]:
     return {"wall": wall, "inside": float(inside.group(1)) if inside else float("nan"), "result": tail.strip("= ")}
 
 
+def bench_peer(cache_dir: str, fresh_peer_cache: bool) -> dict[str, float | str]:
+    """Wall time of our parity + kernel_count items over the torch.optim CPU cases, and of the peer
+    recipe over the same cases, each in its own process with the given inductor cache dir."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
+    ours_cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/torch_optim", "-q", "-p", "no:cacheprovider",
+                "--optim-device", "cpu", "-k", "(parity or kernel_count) and not fuzz"]
+    start = time.perf_counter()
+    ours = subprocess.run(ours_cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    ours_wall = time.perf_counter() - start
+    peer_cmd = [sys.executable, str(ROOT / "bench" / "peer.py")] + ([] if fresh_peer_cache else ["--shared-cache"])
+    peer_env = {**env, "TORCHINDUCTOR_CACHE_DIR": cache_dir + "-peer"}
+    if not fresh_peer_cache:  # fill the peer's shared cache first, as our cold run filled ours
+        subprocess.run(peer_cmd, capture_output=True, text=True, cwd=ROOT, env=peer_env)
+    start = time.perf_counter()
+    peer = subprocess.run(peer_cmd, capture_output=True, text=True, cwd=ROOT, env=peer_env)
+    peer_wall = time.perf_counter() - start
+    tail = ours.stdout.strip().splitlines()[-1] if ours.stdout.strip() else ours.stderr[-300:]
+    found = re.search(r"PEER .*", peer.stdout)
+    return {"ours": ours_wall, "peer": peer_wall, "ratio": ours_wall / peer_wall, "ours_result": tail.strip("= "),
+            "peer_result": found.group(0) if found else peer.stderr[-300:]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["import", "collect", "main"], default=None)
+    parser.add_argument("--only", choices=["import", "collect", "main", "peer"], default=None)
     parser.add_argument("--workers", type=int, default=1, help="main job under pytest-xdist -n N (default serial)")
     args = parser.parse_args()
     print(f"# {platform.node()}: {os.cpu_count()} cores, python {platform.python_version()}, "
@@ -113,6 +136,13 @@ def main() -> None:
             c = bench_collection(Path(tmp))
         print(f"collection: {c['cases']} cases, {c['items']} items in {c['seconds']:.2f}s "
               f"(torch import excluded; target < 2 s)", flush=True)
+    if args.only in (None, "peer"):
+        cache = tempfile.mkdtemp(prefix="inductor-cache-")
+        for temperature, fresh in (("cold", True), ("warm", False)):  # warm: both find their caches filled
+            r = bench_peer(cache, fresh)
+            print(f"parity + kernel_count over the torch.optim CPU cases, serial, {temperature}: ours {r['ours']:.0f}s, "
+                  f"peer recipe {r['peer']:.0f}s, ratio {r['ratio']:.2f} (target <= 0.5 cold) "
+                  f"[ours: {r['ours_result']}] [{r['peer_result']}]", flush=True)
     if args.only in (None, "main"):
         cache = tempfile.mkdtemp(prefix="inductor-cache-")  # empty: cold; the second run finds it filled: warm
         for temperature in ("cold", "warm"):
