@@ -119,7 +119,8 @@ def _reason(report: Any, outcome: str) -> str:
         text = next((content for name, content in report.sections if name.endswith("optimtest call")), "")
     else:
         lines = report.longreprtext.splitlines()
-        text = " ".join(lines[1:3]) if len(lines) > 1 else (lines[0] if lines else "")  # line 0 is "[check] case (where)"
+        head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
+        text = " ".join(lines[head + 1:head + 3]) if len(lines) > head + 1 else (lines[0] if lines else "")
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
 

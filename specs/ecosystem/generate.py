@@ -46,8 +46,91 @@ OPTIMIZERS: list[tuple[str, str, dict, dict]] = [
     ("adan_pytorch", "Adan", {"lr": 0.01}, {}),
 ]
 
-# (module, class) -> [(checks, reason)]: strict xfails, each a verified mechanism
-XFAIL: dict[tuple[str, str], list[tuple[list[str], str]]] = {}
+# Mechanisms verified on torch 2.13.0+cpu; `repro.py` (repro/) shows each with plain torch.
+R = "python specs/ecosystem/repro/repro.py"
+ALL = ["parity", "recompile", "graph_breaks", "state_dict", "no_leak"]
+NO_GRAPH = ("step {what}; dynamo breaks the graph there ({why}) and captures no graph of the step, so there is "
+            "nothing compiled to compare, recompile or free (the optimizer's doing). Repro: {R} compile {path}")
+ITEM = dict(what="reads a tensor back with .item()", why="Tensor.item() with capture_scalar_outputs=False")
+BRANCH = dict(what="branches on a tensor's value", why="'Data-dependent branching'")
+DEEPCOPY = dict(what="calls copy.deepcopy on a tensor", why="'Attempted to copy.deepcopy a tensor'")
+INT_STEP = ("group['step'] is a Python int that step increments: dynamo guards its value "
+            "(param_groups[0]['step'] == N) and recompiles on every step, never settling (the optimizer's doing; "
+            "torch.optim keeps step as a tensor). Repro: {R} compile {path}")
+LOAD_TWICE = ("loading a state_dict into the compiled optimizer recompiles twice, not once: step adds group['step'] "
+              "lazily, so dynamo's guard on len(param_groups[0]) fails for the loaded group and again once step has "
+              "added the key (the optimizer's doing). Repro: {R} load {path}")
+LEAK = ("params outlive model, optimizer and compiled step after gc.collect() and torch._dynamo.reset(), held by a "
+        "list and a dict; seen only with this step's graph break (a planted .item() break frees them); holder not "
+        "identified. Repro: {R} leak {path}")
+BREAKS = "the step breaks the graph ({why}; the honest graph_breaks verdict). Repro: {R} compile {path}"
+ALIAS = ("compiled params differ from eager (repro: max abs diff ~1-2 after 6 steps; no graph break): the momentum "
+         "buffers are created with zeros_like inside the compiled step and updated in place with the grad, the "
+         "pattern whose buffer inductor returns aliasing p.grad on 2.13 (likely pytorch#197893, as in "
+         "examples/downstream): torch's doing, not isolated further. Repro: {R} compile {path}")
+HEAVYBALL_PARITY = ("the compiled run leaves param_groups[0]['is_preconditioning'] and optimizer._is_preconditioning "
+                    "None where eager sets False: heavyball writes them differently when traced. Repro: {R} compile {path}")
+HEAVYBALL_STATE = ("after a state_dict round trip the compiled optimizer's group lacks '__class__' and has "
+                   "is_preconditioning None where eager has False. Repro: {R} compile {path}")
+HEAVYBALL_BREAK = BREAKS.replace("{why}", "heavyball.utils calls torch._dynamo.utils.disable_cache_limit(), a function "
+                                 "dynamo skips")
+
+
+def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
+    def f(text: str, **extra: str) -> str:
+        return text.format(R=R, path=path, **extra)
+
+    no_graph = lambda kind: [(ALL, f(NO_GRAPH, **kind))]  # noqa: E731
+    po_int = [(["recompile"], f(INT_STEP)), (["state_dict"], f(LOAD_TWICE))]
+    crash = lambda checks, what: [(checks, f(what + " Repro: {R} compile {path}"))]  # noqa: E731
+    leak_break = lambda why: [(["graph_breaks"], f(BREAKS, why=why)), (["no_leak"], f(LEAK))]  # noqa: E731
+    heavyball = [(["graph_breaks"], f(HEAVYBALL_BREAK)), (["state_dict"], f(HEAVYBALL_STATE)), (["no_leak"], f(LEAK))]
+    return {
+        **{f"dadaptation:{c}": no_graph(ITEM) for c in ("DAdaptAdam", "DAdaptSGD", "DAdaptAdaGrad", "DAdaptAdan", "DAdaptLion")},
+        "prodigyopt:Prodigy": no_graph(BRANCH),
+        **{f"torch_optimizer:{c}": no_graph(BRANCH) for c in ("Lamb", "NovoGrad", "SWATS")},
+        **{f"torch_optimizer:{c}": no_graph(DEEPCOPY) for c in ("A2GradExp", "A2GradInc", "A2GradUni", "AccSGD")},
+        **{f"pytorch_optimizer:{c}": po_int for c in (
+            "ADOPT", "AdaBelief", "AdaBound", "AdaMax", "AdaNorm", "AdaPNM", "Adai", "Adan", "DiffGrad", "EXAdam",
+            "Grams", "LaProp", "Lamb", "PNM", "Yogi")},
+        **{f"pytorch_optimizer:{c}": [(["state_dict"], f(LOAD_TWICE))] for c in (
+            "FAdam", "Kate", "Lion", "NovoGrad", "SGDW", "SignSGD", "StableAdamW", "Tiger")},
+        **{f"pytorch_optimizer:{c}": po_int + leak_break("'Data dependent operator'") for c in ("AvaGrad", "MADGRAD")},
+        **{f"{m}:{c}": leak_break("'Data-dependent branching' in _projection: if cosine_sim.max() < delta / ...")
+           for m, c in (("pytorch_optimizer", "AdamP"), ("torch_optimizer", "AdamP"), ("torch_optimizer", "SGDP"))},
+        **{f"schedulefree:{c}": [(["recompile"], f(
+            "the step keeps Python floats in its group (weight_sum, lr_max, k) that change every step: dynamo guards "
+            "their values (param_groups[0]['weight_sum'] == ...) and recompiles on every step, never settling (the "
+            "optimizer's doing). Repro: {R} compile {path}")),
+            (["state_dict"], f("loading a state_dict into the compiled optimizer recompiles twice, not once: step adds "
+                               "group keys lazily (scheduled_lr, ...), so dynamo's guard on len(param_groups[0]) "
+                               "fails for the loaded group and again after step adds them. Repro: {R} load {path}"))]
+           for c in ("AdamWScheduleFree", "SGDScheduleFree")},
+        "schedulefree:RAdamScheduleFree": crash(ALL, "compiled step 2 raises TorchRuntimeError ('RuntimeError when "
+                                                "making fake tensor call') inside dynamo's tracing of the step."),
+        "pytorch_optimizer:Ranger": crash(ALL, "compiled step 2 raises InductorError: KeyError: 'buf19' in inductor's "
+                                          "code generation: torch's doing."),
+        "torch_optimizer:RAdam": crash(["parity", "recompile", "graph_breaks", "state_dict"],
+                                       "compiled step 3 raises NameError: name 's21' is not defined, once automatic "
+                                       "dynamic shapes make the int state['step'] symbolic (inductor's generated code "
+                                       "uses an undefined symbol): torch's doing."),
+        **{f"torch_optimizer:{c}": [(["parity", "state_dict"], f(ALIAS))] for c in ("AggMo", "QHM")},
+        "torch_optimizer:QHAdam": [(["parity", "state_dict"], f(
+            "Python float state (beta1_weight, beta2_weight) updated in step: the compiled run writes back a "
+            "different value (compiled beta2_weight 2.997 vs eager 5.985 after 6 steps; the guards name "
+            "fx/passes/_tensorify_python_scalars.py): torch's doing. Repro: {R} compile {path}")),
+            (["recompile"], f("dynamo guards the Python float state['beta1_weight'] and recompiles on each new value "
+                              "(the optimizer's float state; torch's specialisation). Repro: {R} compile {path}"))],
+        **{f"heavyball:{c}": [(["parity"], f(HEAVYBALL_PARITY))] + heavyball for c in ("AdamW", "LaProp", "RMSprop", "SGD")},
+        "heavyball:ADOPT": [(["parity"], f("vacuous: eager params do not move in 6 steps at lr 0.01 (and the compiled run "
+                                           "differs in is_preconditioning, as heavyball's AdamW). Repro: {R} compile {path}"))]
+                           + heavyball,
+    }
+
+
+def xfails(module: str, cls: str) -> list[tuple[list[str], str]]:
+    """The strict xfails of one optimizer: (checks, verified mechanism)."""
+    return _rules(f"{module}:{cls}").get(f"{module}:{cls}", [])
 
 
 def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
@@ -59,7 +142,7 @@ def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
              f"kwargs: {_flow(kwargs)}"]
     lines += [f"{key}: {value}" for key, value in extra.items()]
     lines.append(f"checks: [{', '.join(CHECKS)}]")
-    rules = XFAIL.get((module, cls), [])
+    rules = xfails(module, cls)
     if rules:
         lines.append("xfail:")
         for checks, reason in rules:
