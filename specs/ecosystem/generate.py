@@ -119,13 +119,23 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
             "Python float state (beta1_weight, beta2_weight) updated in step: the compiled run writes back a "
             "different value (compiled beta2_weight 2.997 vs eager 5.985 after 6 steps; the guards name "
             "fx/passes/_tensorify_python_scalars.py): torch's doing. Repro: {R} compile {path}")),
-            (["recompile"], f("dynamo guards the Python float state['beta1_weight'] and recompiles on each new value "
-                              "(the optimizer's float state; torch's specialisation). Repro: {R} compile {path}"))],
+        ],
+        "torch_optimizer:MADGRAD": [
+            (["recompile"], f(INT_STEP.replace("group['step'] is", "group['k'] (the step count) is")
+                              .replace("param_groups[0]['step']", "param_groups[0]['k']"))),
+            (["state_dict"], f(LOAD_TWICE.replace("group['step']", "group['k']")))],
         **{f"heavyball:{c}": [(["parity"], f(HEAVYBALL_PARITY))] + heavyball for c in ("AdamW", "LaProp", "RMSprop", "SGD")},
         "heavyball:ADOPT": [(["parity"], f("vacuous: eager params do not move in 6 steps at lr 0.01 (and the compiled run "
                                            "differs in is_preconditioning, as heavyball's AdamW). Repro: {R} compile {path}"))]
                            + heavyball,
     }
+
+
+# (module, class) -> {check: reason}: outcomes that are not one statement, so not asserted
+SKIPS = {("torch_optimizer", "QHAdam"): {"recompile": (
+    "not asserted: dynamo recompiles on each new value of the Python float state['beta1_weight'], and the warm-up "
+    "settled on its 4th step in one run and not in another (seen both on torch 2.13 CPU). Repro: "
+    "python specs/ecosystem/repro/repro.py compile torch_optimizer:QHAdam")}}
 
 
 def xfails(module: str, cls: str) -> list[tuple[list[str], str]]:
@@ -143,6 +153,11 @@ def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
     lines += [f"{key}: {value}" for key, value in extra.items()]
     lines.append(f"checks: [{', '.join(CHECKS)}]")
     rules = xfails(module, cls)
+    skips = SKIPS.get((module, cls), {})
+    if skips:
+        lines.append("skip:")
+        for check, reason in skips.items():
+            lines += [f"  - checks: [{check}]", f"    reason: {_quoted(reason)}"]
     if rules:
         lines.append("xfail:")
         for checks, reason in rules:
