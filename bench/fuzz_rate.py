@@ -34,7 +34,7 @@ def rate(optimizer: str, examples: int, dynamic: bool) -> tuple[float, str]:
         fuzz: {{parity: {{examples: {{ci: {examples}}}, dynamic: {str(dynamic).lower()}}}}}
         checks: [fuzz_parity]
     """))
-    (fuzz,) = [c for c in expand(*load_spec(spec)) if c.id.endswith("-fuzz-cpu")]
+    (fuzz,) = [c for c in expand(*load_spec(spec), CHECKS) if c.id.endswith("-fuzz-cpu")]
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
     start = time.perf_counter()
     summary = CHECKS["fuzz_parity"].run(fuzz, RunCache())

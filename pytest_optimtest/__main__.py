@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(paths: list[Path]) -> int:
+    from .checks import CHECKS
     from .spec import SpecError, expand, load_spec
     from .spec.errors import internal_error
 
@@ -49,7 +50,7 @@ def _check(paths: list[Path]) -> int:
     for file in files:
         try:
             spec, locator = load_spec(file)
-            cases = expand(spec, locator)
+            cases = expand(spec, locator, CHECKS)
         except SpecError as exc:
             failed += 1
             print(f"error: {exc}")

@@ -18,38 +18,9 @@ from typing import Any
 RECORD_KEY = "optimtest"
 
 
-def item_metrics(check: str, case: Any, runs: Any) -> dict[str, Any]:
-    """Numbers a check's runs produced, taken from the run cache (never running anything)."""
-    metrics: dict[str, Any] = {}
-    compiled = runs.peek("compiled", case.id)
-    if compiled is not None and check in ("parity", "kernel_count"):
-        metrics["kernels"] = compiled.kernel_count
-        metrics["compile_s"] = round(compiled.compile_seconds, 4)
-        steady_c, steady_e = compiled.compiled_step_seconds[1:], compiled.eager_step_seconds[1:]
-        if steady_c and steady_e:
-            metrics["compiled_step_s"] = statistics.median(steady_c)
-            metrics["eager_step_s"] = statistics.median(steady_e)
-    if check == "kernel_count" and getattr(case, "kernels", None) is not None:
-        k = case.kernels
-        metrics["expected"] = {"count": k.count, "table": list(k.table), "version": k.torch_version,
-                               "device": case.device, "pattern": k.pattern}
-    health = compiled
-    if health is not None and check == "recompile":
-        metrics["recompiles"] = {
-            "warmup": health.warmup_compiles - 1,
-            "steady": sum(len(s.recompiles) for s in health.steady),
-            "perturbations": [len(p.step.recompiles) for p in health.perturbations],
-        }
-        metrics["declared_recompiles"] = [p.recompiles for p in case.recompile.perturbations]
-        metrics["perturbation_kernels"] = [
-            {"observed": p.step.kernels, "count": k.count, "table": list(k.table), "version": k.torch_version,
-             "device": case.device, "pattern": k.pattern}
-            for p, k in zip(health.perturbations, case.perturbation_kernels) if p.step.recompiles
-        ]
-    if health is not None and check == "graph_breaks":
-        metrics["graph_breaks"] = len(health.graph_breaks)
-        metrics["declared_graph_breaks"] = case.graph_breaks
-    return metrics
+def item_metrics(check: Any, case: Any, runs: Any) -> dict[str, Any]:
+    """The numbers a check reports for a case (its `metrics`), never running anything."""
+    return check.metrics(case, runs) if check.metrics is not None else {}
 
 
 def record(item: Any, metrics: dict[str, Any]) -> dict[str, Any]:

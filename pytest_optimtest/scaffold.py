@@ -109,6 +109,7 @@ def _properties(cls: type) -> list[str]:
 
 
 def write_starter_spec(optimizer: str, output: Path | None) -> int:
+    from .checks import CHECKS
     from .spec import SpecError, expand, load_spec
 
     try:
@@ -125,7 +126,7 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         return 1
     path.write_text(text)
     try:
-        cases = expand(*load_spec(path))
+        cases = expand(*load_spec(path), CHECKS)
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
         print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
         return 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,36 +14,22 @@ import pytest
 
 from . import update
 from . import report as reporting
-from .checks import CHECKS, NotApplicable, RegistryError, register, reset_to_builtin
+from .checks import NotApplicable, RegistryError
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.properties import register_profiles
-from .harness.run_cache import RunCache
+from .session import SESSION, OptimtestSession, third_party_checks
 from .spec import Case, SpecError, expand, load_spec
 from .spec.errors import internal_error
 
 SPEC_SUFFIXES = (".yaml", ".yml")
-ENTRY_POINT_GROUP = "pytest_optimtest.checks"
-_RUNS = pytest.StashKey[RunCache]()
-_SPEC_ROOTS = pytest.StashKey[list]()
-_CHECK_SECONDS = pytest.StashKey[list]()
-_RESULTS = pytest.StashKey[reporting.Results]()
-_REMAINING = pytest.StashKey[Counter]()  # case id -> its items not yet torn down
-_OUTCOMES = pytest.StashKey[dict]()  # (case id, check) -> None (passed) or why not
-_ABSENT = pytest.StashKey[Counter]()  # (device, why unavailable) -> items not generated
 
 
 def activate(config: pytest.Config, roots: list[Path]) -> None:
     """Set this session up to run the specs under `roots` (called from the entry point's configure)."""
     register_profiles()
-    _register_third_party_checks(config)
-    config.stash[_SPEC_ROOTS] = roots
-    config.stash[_RUNS] = RunCache()
-    config.stash[_CHECK_SECONDS] = [0.0]
-    config.stash[_RESULTS] = reporting.Results()
-    config.stash[_REMAINING] = Counter()
-    config.stash[_OUTCOMES] = {}
-    config.stash[_ABSENT] = Counter()
-    config.pluginmanager.register(_ResultsCollector(config.stash[_RESULTS]))
+    session = config.stash[SESSION] = OptimtestSession(roots)
+    _register_third_party_checks(config, session)
+    config.pluginmanager.register(_ResultsCollector(session.results))
     config.pluginmanager.register(sys.modules[__name__], "optimtest-specs")
     if config.getoption("optim_spec") and config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --optim-spec specs/` runs the specs, not the testpaths.
@@ -59,29 +44,17 @@ def activate(config: pytest.Config, roots: list[Path]) -> None:
         config.option.dist = "loadscope"
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    reset_to_builtin()
-
-
-def _register_third_party_checks(config: pytest.Config) -> None:
-    from importlib.metadata import entry_points
-
-    found = [c for checks in config.hook.pytest_optimtest_checks() for c in (checks or [])]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        loaded = ep.load()
-        loaded = loaded() if callable(loaded) and not hasattr(loaded, "applies_to") else loaded
-        found += list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
-    for check in found:
-        try:
-            register(check, CHECKS)
-        except RegistryError as exc:
-            raise pytest.UsageError(f"pytest-optimtest: cannot register check: {exc}") from None
+def _register_third_party_checks(config: pytest.Config, session: OptimtestSession) -> None:
+    try:
+        session.add_checks(third_party_checks(config))
+    except RegistryError as exc:
+        raise pytest.UsageError(f"pytest-optimtest: cannot register check: {exc}") from None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.suffix not in SPEC_SUFFIXES:
         return None
-    roots = parent.config.stash[_SPEC_ROOTS]
+    roots = parent.config.stash[SESSION].roots
     if any(file_path == r or r in file_path.parents for r in roots):
         return SpecFile.from_parent(parent, path=file_path)
     return None
@@ -92,12 +65,13 @@ class SpecFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         try:
-            spec, locator = load_spec(self.path)
+            checks = self.config.stash[SESSION].checks
+            spec, locator = load_spec(self.path, {n: c.section for n, c in checks.items() if c.section is not None})
             missing = missing_requirements(spec)
             if missing:
                 yield MissingRequirementItem.from_parent(self, name="requires", reason=missing)
                 return
-            cases = expand(spec, locator)
+            cases = expand(spec, locator, checks)
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=exc)
             return
@@ -105,7 +79,7 @@ class SpecFile(pytest.File):
             yield SpecErrorItem.from_parent(self, name="spec-error", error=internal_error(self.path, exc))
             return
         chosen = selected_devices(self.config)
-        absent = self.config.stash[_ABSENT]
+        absent = self.config.stash[SESSION].absent
         reasons = {d: unavailable_reason(d) for d in {c.device for c in cases}} if chosen is None else {}
         for case in cases:
             if chosen is not None and case.device not in chosen:
@@ -199,7 +173,7 @@ class CheckItem(pytest.Item):
         reason = unavailable_reason(self.case.device) or self.case.skip.get(self.check)
         if reason:
             pytest.skip(reason)
-        for needed in CHECKS[self.check].prerequisites:
+        for needed in self.config.stash[SESSION].checks[self.check].prerequisites:
             if needed in self.case.checks:
                 why = self._prerequisite(needed)
                 if why:
@@ -207,14 +181,14 @@ class CheckItem(pytest.Item):
 
     def _prerequisite(self, name: str) -> str | None:
         """None when check `name` passed on this case (running it now if it has not run here yet)."""
-        outcomes = self.config.stash[_OUTCOMES]
-        key = (self.case.id, name)
+        session = self.config.stash[SESSION]
+        outcomes, key = session.outcomes, (self.case.id, name)
         if key not in outcomes:
             if name in self.case.skip:
                 outcomes[key] = f"skipped: {self.case.skip[name]}"
             else:
                 try:
-                    CHECKS[name].run(self.case, self.config.stash[_RUNS])
+                    session.checks[name].run(self.case, session.runs)
                     outcomes[key] = None
                 except NotApplicable as exc:
                     outcomes[key] = f"not applicable: {exc}"
@@ -224,10 +198,10 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         start = time.perf_counter()
-        outcomes, key = self.config.stash[_OUTCOMES], (self.case.id, self.check)
-        runs = self.config.stash[_RUNS]
+        session = self.config.stash[SESSION]
+        outcomes, key, runs = session.outcomes, (self.case.id, self.check), session.runs
         try:
-            self.summary = CHECKS[self.check].run(self.case, runs)
+            self.summary = session.checks[self.check].run(self.case, runs)
             outcomes[key] = None
             self.add_report_section("call", "optimtest", self.summary or "")  # shown by -rP / -rA
         except NotApplicable as exc:
@@ -237,14 +211,15 @@ class CheckItem(pytest.Item):
             outcomes[key] = _why(exc)
             raise
         finally:
-            self.config.stash[_CHECK_SECONDS][0] += time.perf_counter() - start
-            self.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(self, reporting.item_metrics(self.check, self.case, runs)))]
+            session.check_seconds += time.perf_counter() - start
+            metrics = reporting.item_metrics(session.checks[self.check], self.case, runs)
+            self.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(self, metrics))]
 
     def teardown(self) -> None:
-        remaining = self.config.stash[_REMAINING]
-        remaining[self.case.id] -= 1
-        if remaining[self.case.id] <= 0:  # every item of the case ran, in whatever order: free its runs
-            self.config.stash[_RUNS].release(self.case.id)
+        session = self.config.stash[SESSION]
+        session.remaining[self.case.id] -= 1
+        if session.remaining[self.case.id] <= 0:  # every item of the case ran, in whatever order: free its runs
+            session.runs.release(self.case.id)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         exc = excinfo.value
@@ -268,7 +243,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Count each case's items after every plugin deselected (-k, pytest-split): when the last
     one is torn down, the case's runs are freed."""
     result = yield
-    remaining = config.stash[_REMAINING]
+    remaining = config.stash[SESSION].remaining
     for item in items:
         if isinstance(item, CheckItem):
             remaining[item.case.id] += 1
@@ -276,17 +251,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
-    absent = config.stash[_ABSENT]
+    absent = config.stash[SESSION].absent
     return [f"optimtest: {n} items of {device} cases not generated, {why.partition(': ')[2] or why} "
             f"(--optim-device {device} lists them as skips)" for (device, why), n in absent.items()]
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
-        items[0].config.stash.setdefault(_PARTIAL, []).append(len(items))
-
-
-_PARTIAL = pytest.StashKey[list]()
+        items[0].config.stash[SESSION].partial = True
 
 
 class _ResultsCollector:
@@ -300,34 +272,27 @@ class _ResultsCollector:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    runs = config.stash.get(_RUNS, None)
-    if runs is not None and runs.cases_run:
-        seconds = config.stash[_CHECK_SECONDS][0]
-        terminalreporter.write_line(
-            f"optimtest: {runs.cases_run} case runs (compiled, distributed); {seconds:.1f}s inside checks"
-        )
-    results = config.stash.get(_RESULTS, None)
-    if results is None or not results.records:
+    session = config.stash[SESSION]
+    if session.runs.cases_run:
+        terminalreporter.write_line(f"optimtest: {session.runs.cases_run} case runs (compiled, distributed); "
+                                    f"{session.check_seconds:.1f}s inside checks")
+    if not session.results.records:
         return
     terminalreporter.section("optimtest summary per spec")
-    for line in reporting.terminal_table(results.rows()):
+    for line in reporting.terminal_table(session.results.rows()):
         terminalreporter.write_line(line)
-    for line in config.stash.get(_MESSAGES, []):
+    for line in session.messages:
         terminalreporter.write_line(line)
-
-
-_MESSAGES = pytest.StashKey[list]()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    results = config.stash.get(_RESULTS, None)
-    if results is None or hasattr(config, "workerinput"):  # xdist workers: the controller reports
+    if hasattr(config, "workerinput"):  # xdist workers: the controller reports
         return
     from .harness.torch_api import torch_version
 
-    messages = config.stash.setdefault(_MESSAGES, [])
+    results, messages = config.stash[SESSION].results, config.stash[SESSION].messages
     if config.getoption("optim_report"):
         reporting.write_json(config.getoption("optim_report"), results, torch_version())
         messages.append(f"optimtest: report written to {config.getoption('optim_report')}")
@@ -372,6 +337,6 @@ def _partial_run(config: pytest.Config) -> str | None:
         reasons.append("--deselect")
     if any("::" in str(a) for a in config.args):
         reasons.append("node ids")
-    if config.stash.get(_PARTIAL, None):
+    if config.stash[SESSION].partial:
         reasons.append("deselected items")
     return ", ".join(dict.fromkeys(reasons)) or None

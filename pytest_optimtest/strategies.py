@@ -278,7 +278,8 @@ def module_trees(max_leaves: int = 6, max_children: int = 3) -> st.SearchStrateg
 def spec_cases(spec: str | Path, device: str = "cpu", check: str | None = None) -> st.SearchStrategy[Any]:
     """The spec's plain cases (no closure, no scheduler) on `device`, minus those `check` is
     skipped or xfailed for; a drawn case's repr is `load_case(path, id)`."""
-    from .spec import Case, load_cases
+    from .cases import load_cases
+    from .spec import Case
 
     cases = [c for c in load_cases(spec) if isinstance(c, Case) and c.device == device and not c.closure and c.scheduler is None
              and not (check and (check in c.skip or check in c.xfail))]

@@ -43,6 +43,21 @@ def test_downstream_example_project_passes_with_its_fixtures_and_own_check(pytes
     result.stdout.fnmatch_lines(["*prerequisite 'parity' did not pass*"])
 
 
+def test_a_third_party_check_owns_its_spec_section_and_reports_its_metric(pytester):
+    shutil.copytree(ROOT / "examples" / "downstream", pytester.path, dirs_exist_ok=True)
+    spec = pytester.path / "specs" / "signsgd.yaml"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "specs", "--optim-report", "r.json")
+    records = json.loads((pytester.path / "r.json").read_text())["items"]
+    assert [r["metrics"]["largest_move"] > 0 for r in records if r["check"] == "bounded_update" and r["outcome"] == "passed"] == [True]
+    spec.write_text(spec.read_text().replace("bounded_update: {slack: 1.0e-5}", "bounded_update: {slak: 1.0e-5}"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "specs")
+    result.stdout.fnmatch_lines(["*signsgd.yaml:9*bounded_update.slak*unknown key 'slak'*did you mean 'slack'*"])
+    # the section is the check's: with the check not registered, the key is unknown to the spec
+    (pytester.path / "conftest.py").write_text("")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "specs")
+    result.stdout.fnmatch_lines(["*unknown key 'bounded_update'*"])
+
+
 def test_update_expected_rewrites_counts_keeping_comments_and_reports_stale(pytester):
     spec = pytester.makefile(".yaml", sgd=SGD)
     result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-update-expected", "-p", "no:randomly")

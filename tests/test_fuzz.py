@@ -114,7 +114,7 @@ def test_hook_order_property_on_module_trees(tmp_path, ci_profile):
     path.write_text("kind: hook_order_fuzz\nname: trees\nexamples: {ci: 25}\n")
     from pytest_optimtest.spec import expand, load_spec
 
-    (fuzz,) = expand(*load_spec(path))
+    (fuzz,) = expand(*load_spec(path), CHECKS)
     assert "25 module trees (profile ci)" in CHECKS["fuzz_hook_order"].run(fuzz, RunCache())
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from .base import Check, NotApplicable
 from .registry import RegistryError, order, register
 from .compile_time import check_compile_time
@@ -9,22 +12,25 @@ from .cudagraphs import check_cudagraphs
 from .distributed import check_distributed, check_zero
 from .fuzz import check_fuzz_hook_order, check_fuzz_in_backward, check_fuzz_parity
 from .in_backward import check_in_backward, check_in_backward_no_hook, check_in_backward_tied, check_in_backward_two_optimizers
-from .kernel_count import check_kernel_count
+from .kernel_count import check_kernel_count, kernel_count_metrics
 from .leak import check_no_leak
 from .metamorphic import (check_fuzz_determinism, check_fuzz_dtypes, check_fuzz_elementwise, check_fuzz_maximize,
                           check_fuzz_zero_lr)
 from .modtracker import check_hook_order
-from .parity import check_parity
-from .recompile import check_graph_breaks, check_recompile
+from .parity import check_parity, parity_metrics
+from .recompile import check_graph_breaks, check_recompile, graph_breaks_metrics, recompile_metrics
 from .state_dict import check_state_dict
 from .step_properties import check_closure_graph_break, check_none_grads
 
 BUILTIN: tuple[Check, ...] = (
-    Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes"),
+    Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes",
+          metrics=parity_metrics),
     Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure",
-          apply_after=("parity",)),
-    Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation", "no_closure"),
-    Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain"),
+          apply_after=("parity",), metrics=kernel_count_metrics),
+    Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation", "no_closure",
+          metrics=recompile_metrics),
+    Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain",
+          metrics=graph_breaks_metrics),
     Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary"),
     Check("closure_graph_break", check_closure_graph_break, "step(closure) with a graph break matches eager", "primary"),
     Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary"),
@@ -52,15 +58,13 @@ BUILTIN: tuple[Check, ...] = (
     Check("fuzz_hook_order", check_fuzz_hook_order, "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz"),
 )
 
-CHECKS: dict[str, Check] = {}
-for _check in BUILTIN:
-    register(_check, CHECKS)
+def _builtin_registry() -> Mapping[str, Check]:
+    registry: dict[str, Check] = {}
+    for check in BUILTIN:
+        register(check, registry)
+    return MappingProxyType(registry)
 
 
-def reset_to_builtin() -> None:
-    """Forget third-party checks (the plugin calls this when a pytest session ends)."""
-    for name in [n for n in CHECKS if n not in {c.name for c in BUILTIN}]:
-        del CHECKS[name]
+CHECKS: Mapping[str, Check] = _builtin_registry()  # read-only: a session copies it and adds third-party checks
 
-
-__all__ = ["BUILTIN", "CHECKS", "Check", "NotApplicable", "RegistryError", "order", "register", "reset_to_builtin"]
+__all__ = ["BUILTIN", "CHECKS", "Check", "NotApplicable", "RegistryError", "order", "register"]

@@ -16,7 +16,12 @@ class NotApplicable(Exception):
 @dataclass(frozen=True)
 class Check:
     """A named property of a case. `run(case, runs)` returns a one-line summary or raises
-    AssertionError (failed) or NotApplicable (nothing to compare)."""
+    AssertionError (failed) or NotApplicable (nothing to compare).
+
+    A check may own a spec section (`section`: a pydantic model; the spec file's top-level key
+    of the check's name is validated by it, and the check reads it as `case.sections[name]`,
+    its defaults when the file has none) and report metrics (`metrics(case, runs)`, read from
+    `runs.peek(...)`, written to the JSON report)."""
 
     name: str
     run: Callable
@@ -25,6 +30,8 @@ class Check:
     devices: tuple[str, ...] | None = None
     prerequisites: tuple[str, ...] = ()  # must pass on the same case first, else this check is skipped
     apply_after: tuple[str, ...] = ()  # run after these when both are selected (ordering only)
+    section: type | None = None  # a pydantic model: the spec's top-level key named after the check
+    metrics: Callable | None = None  # (case, runs) -> JSON-able numbers for the report; must run nothing
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..harness.guards import require_compiled
 from .base import NotApplicable
+from .parity import parity_metrics
 
 
 def check_kernel_count(case, runs) -> str:
@@ -23,3 +26,13 @@ def check_kernel_count(case, runs) -> str:
             f"(or a case-id pattern entry for this case)."
         )
     return f"{run.kernel_count} kernels"
+
+
+def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:
+    """The compiled run's numbers, and the expectation that applied (update mode rewrites it)."""
+    metrics = parity_metrics(case, runs)
+    k = getattr(case, "kernels", None)
+    if k is not None:
+        metrics["expected"] = {"count": k.count, "table": list(k.table), "version": k.torch_version,
+                               "device": case.device, "pattern": k.pattern}
+    return metrics

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import statistics
+from typing import Any
+
 from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
 from ..harness.compiled_run import CompiledRun
 from ..harness.guards import require_compiled, require_moved
@@ -34,3 +37,16 @@ def assert_parity(run: CompiledRun) -> str:
                      "(OptimizerVariable._set_capturable), not compared")
     return (f"{run.steps} steps: {len(e.params)} params, {sum(len(s) for s in e.state.values())} state entries equal; "
             f"moved {moved:.3g} tol" + "".join(f"; {n}" for n in notes))
+
+
+def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
+    """Kernels, compile seconds and median steady step times of the case's compiled run."""
+    run = runs.peek("compiled", case.id)
+    if run is None:
+        return {}
+    metrics: dict[str, Any] = {"kernels": run.kernel_count, "compile_s": round(run.compile_seconds, 4)}
+    steady_c, steady_e = run.compiled_step_seconds[1:], run.eager_step_seconds[1:]
+    if steady_c and steady_e:
+        metrics["compiled_step_s"] = statistics.median(steady_c)
+        metrics["eager_step_s"] = statistics.median(steady_e)
+    return metrics

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..harness import torch_api
 from ..harness.guards import require_compiled
 from ..harness.compiled_run import CompiledRun, StepCompiles
@@ -99,3 +101,24 @@ def _summary(run: CompiledRun) -> str:
         parts.append(f"{outcome.perturbation.action}: {len(outcome.step.recompiles)} recompile(s){observed}, "
                      f"{outcome.step.kernels} kernels ({declared})")
     return "; ".join(parts)
+
+
+def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
+    """Recompiles per phase, declared perturbation recompiles, and the kernels of each perturbation's recompile."""
+    run = runs.peek("compiled", case.id)
+    if run is None:
+        return {}
+    return {
+        "recompiles": {"warmup": run.warmup_compiles - 1, "steady": sum(len(s.recompiles) for s in run.steady),
+                       "perturbations": [len(p.step.recompiles) for p in run.perturbations]},
+        "declared_recompiles": [p.recompiles for p in case.recompile.perturbations],
+        "perturbation_kernels": [
+            {"observed": p.step.kernels, "count": k.count, "table": list(k.table), "version": k.torch_version,
+             "device": case.device, "pattern": k.pattern}
+            for p, k in zip(run.perturbations, case.perturbation_kernels) if p.step.recompiles],
+    }
+
+
+def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
+    run = runs.peek("compiled", case.id)
+    return {} if run is None else {"graph_breaks": len(run.graph_breaks), "declared_graph_breaks": case.graph_breaks}

@@ -8,8 +8,10 @@ same case first; when one fails, this check is skipped with that reason) and `ap
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import MutableMapping
 
+from ..spec.ordering import missing_prerequisites, order
+from ..spec.schema import Spec
 from .base import Check
 
 
@@ -28,28 +30,9 @@ def register(check: Check, registry: MutableMapping[str, Check]) -> None:
         raise RegistryError(f"check {check.name!r} depends on unknown checks {unknown}; register those first")
     if check.name in (*check.prerequisites, *check.apply_after):
         raise RegistryError(f"check {check.name!r} cannot depend on itself")
+    if check.section is not None and check.name in Spec.model_fields:
+        raise RegistryError(f"check {check.name!r} owns a section named like the spec key {check.name!r}; rename the check")
     registry[check.name] = check
 
 
-def order(names: Iterable[str], registry: MutableMapping[str, Check]) -> tuple[str, ...]:
-    """`names` in an order where every check follows its prerequisites and apply_after that are
-    among `names`; otherwise as given (stable)."""
-    pending = list(dict.fromkeys(names))
-    done: list[str] = []
-    while pending:
-        for name in pending:
-            before = set(registry[name].prerequisites) | set(registry[name].apply_after)
-            if not (before & set(pending)):
-                done.append(name)
-                pending.remove(name)
-                break
-        else:  # unreachable for registered checks: register() rejects what could cycle
-            raise RegistryError(f"checks {pending} order each other in a cycle")
-    return tuple(done)
-
-
-def missing_prerequisites(names: Iterable[str], applicable: Iterable[str],
-                          registry: MutableMapping[str, Check]) -> list[tuple[str, str]]:
-    """(check, prerequisite) pairs where the prerequisite applies to the case but was not selected."""
-    chosen, applies = set(names), set(applicable)
-    return [(n, p) for n in chosen for p in registry[n].prerequisites if p in applies and p not in chosen]
+__all__ = ["RegistryError", "missing_prerequisites", "order", "register"]

@@ -64,6 +64,7 @@ class Case:
     cudagraphs: bool = True
     skip: dict[str, str] = field(default_factory=dict)  # check -> reason
     xfail: dict[str, str] = field(default_factory=dict)
+    sections: dict[str, Any] = field(default_factory=dict)  # check name -> its own spec section (validated model)
 
     @property
     def location(self) -> str:

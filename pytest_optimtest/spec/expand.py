@@ -11,23 +11,21 @@ from typing import Any
 from .case import Case, FuzzCase, HookOrderCase, KernelExpectation, Variant
 from .errors import did_you_mean
 from .loader import Locator
+from .ordering import missing_prerequisites, order
 from .schema import CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec
 from .values import build_kwargs, resolve, takes_keyword, value_problem
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
 
-def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, checks: Mapping[str, Any] | None = None,
+def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, checks: Mapping[str, Any],
            torch_version: str | None = None) -> list[Case | HookOrderCase | FuzzCase]:
     """Every case of a spec, validated against the real optimizer and schedulers.
 
-    `checks` maps names to objects with `applies_to(Variant)`. Defaults: the registered
-    checks, and the running torch's version.
+    `checks` maps names to objects with `applies_to(Variant)`, `prerequisites` and `apply_after`
+    (a session's registry; `pytest_optimtest.checks.CHECKS` for the built-in ones). Default torch
+    version: the running one.
     """
-    if checks is None:
-        from ..checks import CHECKS
-
-        checks = CHECKS
     check_names = list(checks)
     if torch_version is None:
         from ..harness.torch_api import torch_version as running
@@ -158,13 +156,29 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         cudagraphs=spec.cudagraphs,
         skip=_rule_reasons(spec.skip, case_id, device, applied),
         xfail=_rule_reasons(spec.xfail, case_id, device, applied),
+        sections=_sections(spec, checks, applied),
     )
+
+
+def _sections(spec: Spec, checks: Mapping[str, Any], applied: tuple[str, ...]) -> dict[str, Any]:
+    """Each applied check's own section: the file's, else the model's defaults (None if it has none)."""
+    out = {}
+    for name in applied:
+        model = getattr(checks[name], "section", None)
+        if model is None:
+            continue
+        value = getattr(spec, name, None)
+        if value is None:
+            try:
+                value = model()
+            except Exception:  # required fields: the check sees None and says what it needs
+                value = None
+        out[name] = value
+    return out
 
 
 def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], variant: Variant, case_id: str) -> tuple[str, ...]:
     """The checks that apply to this variant, each after its prerequisites and apply_after."""
-    from ..checks.registry import missing_prerequisites, order
-
     selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant)]
     applicable = [c for c in checks if checks[c].applies_to(variant)]
     for name, needed in missing_prerequisites(selected, applicable, checks):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,8 +150,12 @@ def _parse(path: str, text: str) -> Any:
         raise SpecError(path, line, "", f"a number of {len(digits.group()):,} digits is too large for a spec") from None
 
 
-def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpec, Locator]:
-    """Parse and validate one spec file; raise `SpecError` on any bad input, in bounded time."""
+def load_spec(path: str | Path, sections: Mapping[str, type] | None = None
+              ) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpec, Locator]:
+    """Parse and validate one spec file; raise `SpecError` on any bad input, in bounded time.
+
+    `sections` (check name -> pydantic model) are the checks' own top-level keys an optimizer
+    spec may also have; every other unknown key is still an error."""
     path = str(path)
     root = _parse(path, _read(path))
     locator = Locator(path, root)
@@ -162,12 +168,20 @@ def load_spec(path: str | Path) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpe
     if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
         raise locator.error(("kind",), f"unknown kind {kind!r}{did_you_mean(str(kind), KINDS)}; "
                                        f"one of {', '.join(KINDS)}, or none for an optimizer spec")
-    schema = KINDS.get(kind, Spec)
+    schema = KINDS.get(kind) or (_spec_with(tuple(sorted(sections.items()))) if sections else Spec)
     try:
         spec = schema.model_validate(plain)
     except pydantic.ValidationError as exc:
         raise _first_error(exc, locator, schema) from None
     return spec, locator
+
+
+@functools.lru_cache(maxsize=16)
+def _spec_with(sections: tuple[tuple[str, type], ...]) -> type[Spec]:
+    """Spec with an optional field per check-owned section."""
+    fields: dict[str, Any] = {name: (model | None, pydantic.Field(None, description=f"the {name} check's section"))
+                              for name, model in sections}
+    return pydantic.create_model("Spec", __base__=Spec, **fields)
 
 
 def _first_error(exc: pydantic.ValidationError, locator: Locator, schema: Any) -> SpecError:
