@@ -343,3 +343,14 @@ class LazyCloneMomentumSGD(PlainSGD):
             else:
                 state["buf"].mul_(0.9).add_(p.grad)
             p.add_(state["buf"], alpha=-self.param_groups[0]["lr"])
+
+
+class SkipZeroGradSGD(PlainSGD):
+    """Returns early when every grad is zero, read back with .item(): a graph break outside any
+    loop (dynamo resumes after it), and correct in every respect (None grads, in backward, sharded)."""
+
+    def _update(self) -> None:
+        grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
+        if not grads or torch.stack([g.abs().sum() for g in grads]).sum().item() == 0:
+            return
+        super()._update()

@@ -119,7 +119,7 @@ def test_planted_fault_fails_through_the_plugin(pytester, specs):
     result = pytester.runpytest_subprocess("--optim-spec", "specs")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*compiled step differs from eager after 2 steps:*",
+        "*compiled step differs from eager after 6 steps:*",
         "*param[[]'0.weight'[]]: *elements differ; max abs diff*",
         "*expected 99 generated kernels, observed *. If the change is intended, set *drift.yaml:3 kernel_counts*",
     ])
