@@ -93,7 +93,7 @@ def _reason(report: Any, outcome: str) -> str:
         head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
         text = " ".join(lines[head + 1:head + 3]) if len(lines) > head + 1 else (lines[0] if lines else "")
     text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= 800 else text[:797] + "..."
 
 
 def compatibility_table(report: dict[str, Any]) -> str:
@@ -105,6 +105,7 @@ def compatibility_table(report: dict[str, Any]) -> str:
         rows[r.get("optimizer") or r["case"]][r["check"]].append(r)
     marks = {"passed": "pass", "xfailed": "xfail", "skipped": "skip", "failed": "**FAIL**", "error": "**ERROR**"}
     notes: list[str] = []
+    numbers: dict[str, int] = {}
     lines = [f"| optimizer | {' | '.join(checks)} |", "| --- |" + " --- |" * len(checks)]
     for optimizer in sorted(rows, key=str.lower):
         cells = []
@@ -117,8 +118,11 @@ def compatibility_table(report: dict[str, Any]) -> str:
                         if r["outcome"] in ("failed", "error", "xfailed", "skipped", "passed") else 0)
             cell = marks.get(worst["outcome"], worst["outcome"])
             if worst["outcome"] != "passed":
-                notes.append(f"{len(notes) + 1}. `{optimizer}` {check} ({worst['case']}): {worst.get('reason', '')}")
-                cell += f" [{len(notes)}]"
+                reason = worst.get("reason", "")
+                if reason not in numbers:  # one note for a reason several checks share
+                    numbers[reason] = len(numbers) + 1
+                    notes.append(f"{numbers[reason]}. `{optimizer}` ({worst['case']}): {reason}")
+                cell += f" [{numbers[reason]}]"
             cells.append(cell)
         lines.append(f"| `{optimizer}` | " + " | ".join(cells) + " |")
     counts = {c: sum(1 for o in rows if any(r["outcome"] == "passed" for r in rows[o].get(c, []))

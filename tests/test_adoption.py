@@ -290,3 +290,16 @@ def test_a_step_that_breaks_the_graph_gets_a_parity_verdict_and_an_honest_graph_
     assert failed and all("::graph_breaks" in line for line in failed), result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["PASSED *skipzerogradsgd-default-cpu::parity*"])
     result.stdout.fnmatch_lines(["*: 1 graph breaks compiling the step, the spec declares 0*"])
+
+
+def test_compatibility_table_renders_one_row_per_optimizer_and_one_note_per_reason(tmp_path, capsys):
+    items = [{"optimizer": "pkg:Good", "check": "parity", "case": "good-cpu", "outcome": "passed", "reason": "ok"},
+             {"optimizer": "pkg:Bad", "check": "parity", "case": "bad-cpu", "outcome": "xfailed", "reason": "no graph"},
+             {"optimizer": "pkg:Bad", "check": "recompile", "case": "bad-cpu", "outcome": "xfailed", "reason": "no graph"},
+             {"optimizer": "pkg:Good", "check": "recompile", "case": "good-cpu", "outcome": "failed", "reason": "steady recompile"}]
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"torch": "2.13", "items": items}))
+    assert cli(["table", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "| `pkg:Bad` | xfail [1] | xfail [1] |" in out and "| `pkg:Good` | pass | **FAIL** [2] |" in out
+    assert "1. `pkg:Bad` (bad-cpu): no graph" in out and "passing every case, per check: parity 1, recompile 0" in out
