@@ -241,12 +241,18 @@ def _why(exc: BaseException) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]):
     """Count each case's items after every plugin deselected (-k, pytest-split): when the last
-    one is torn down, the case's runs are freed."""
+    one is torn down, the case's runs are freed. A case without a selected recompile item skips
+    the perturbation phase of its compiled run."""
     result = yield
-    remaining = config.stash[SESSION].remaining
+    session = config.stash[SESSION]
+    recompiled = set()
     for item in items:
         if isinstance(item, CheckItem):
-            remaining[item.case.id] += 1
+            session.remaining[item.case.id] += 1
+            if item.check == "recompile":
+                recompiled.add(item.case.id)
+    # the perturbations compile again: only where a selected recompile item reads them
+    session.runs.unperturbed = {i.case.id for i in items if isinstance(i, CheckItem)} - recompiled
     return result
 
 

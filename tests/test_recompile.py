@@ -244,3 +244,17 @@ def test_a_step_that_never_settles_fails_with_dynamos_reasons(tmp_path):
     message = failure("recompile", one_case(tmp_path, spec("planted:KeepsRecompilingSGD")))
     assert "the step recompiled on each of 4 warm-up steps and never settled" in message, message
     assert "history" in message
+
+
+def test_the_perturbations_compile_only_for_a_selected_recompile_check(tmp_path):
+    case = one_case(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nrecompile:\n  perturbations:\n    - set_lr: 0.02\n")
+    runs = RunCache()
+    runs.unperturbed.add(case.id)
+    assert "equal" in CHECKS["parity"].run(case, runs)
+    run = runs.peek("compiled", case.id)
+    assert not run.perturbed and run.perturbations == []
+    with pytest.raises(RuntimeError, match="skipped the perturbations"):
+        CHECKS["recompile"].run(case, runs)
+    runs = RunCache()
+    CHECKS["recompile"].run(case, runs)
+    assert runs.peek("compiled", case.id).perturbations[0].step.recompiles

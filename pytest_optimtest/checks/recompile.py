@@ -15,6 +15,8 @@ def check_recompile(case, runs) -> str:
     exactly as declared); each perturbation recompiles exactly as declared, then settles."""
     run = runs.compiled(case)
     _require_compiled(run)
+    if not run.perturbed:
+        raise RuntimeError(f"{case.id}: the shared compiled run skipped the perturbations (RunCache.unperturbed)")
     spec, problems = case.recompile, []
     allowed = spec.warmup.allowed_compiles
     if allowed is not None and run.warmup_compiles > allowed:

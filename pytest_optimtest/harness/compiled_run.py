@@ -54,6 +54,7 @@ class CompiledRun:
     warmup: list[StepCompiles] = field(default_factory=list)
     steady: list[StepCompiles] = field(default_factory=list)
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
+    perturbed: bool = False  # whether the perturbation phase ran (only for a selected recompile check)
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up
     graph_count: int = 0  # graphs captured before the perturbations
     compiled_step_seconds: list[float] = field(default_factory=list)
@@ -96,25 +97,26 @@ class PerturbationError(AssertionError):
     """The spec asks for a perturbation this optimizer's state cannot take."""
 
 
-def run_compiled(case: Case) -> CompiledRun:
-    """Run the case's eager optimizer and its compiled twin (see the module docstring)."""
+def run_compiled(case: Case, perturb: bool = True) -> CompiledRun:
+    """Run the case's eager optimizer and its compiled twin (see the module docstring). The
+    perturbations, which compile again, run only with `perturb` (the recompile check's part)."""
     with isolated_case(case), torch_api.recording_recompiles() as log:
-        return _run(case, log)
+        return _run(case, log, perturb)
 
 
-def _run(case: Case, log: list[str]) -> CompiledRun:
+def _run(case: Case, log: list[str], perturb: bool) -> CompiledRun:
     twins = make_twins(case)
     eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
     compiled_step = twins.compile(compiled_closure)
     schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
     run = CompiledRun(case, twins.initial())
     with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
-        _steps(run, twins, compiled_step, eager_closure, schedulers, log)
+        _steps(run, twins, compiled_step, eager_closure, schedulers, log, perturb)
     return run
 
 
 def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], eager_closure: Any,
-           schedulers: list, log: list[str]) -> None:
+           schedulers: list, log: list[str], perturb: bool) -> None:
     case = run.case
 
     def both(with_schedulers: bool = True) -> StepCompiles:
@@ -147,8 +149,9 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
         run.steady.append(both())
     run.eager, run.compiled = twins.snapshots()
     run.graph_count = torch_api.captured_graph_count()
-    if case.scheduler is None and not case.closure and run.steady_failure is None:
+    if perturb and case.scheduler is None and not case.closure and run.steady_failure is None:
         _perturb(run, twins.compiled_opt, compiled_step, log)
+    run.perturbed = perturb
 
 
 def _perturb(run: CompiledRun, opt: torch.optim.Optimizer, compiled_step: Callable[[], None], log: list[str]) -> None:

@@ -16,10 +16,11 @@ class RunCache:
     def __init__(self) -> None:
         self._runs: dict[tuple[str, str], Any] = {}
         self.cases_run = 0
+        self.unperturbed: set[str] = set()  # cases whose recompile check is not selected: no perturbation compiles
 
     def compiled(self, case: Case) -> CompiledRun:
         """The one compiled run of `case` (parity, kernel_count, recompile, graph_breaks)."""
-        return self._get("compiled", case, run_compiled)
+        return self._get("compiled", case, lambda c: run_compiled(c, perturb=c.id not in self.unperturbed))
 
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""
