@@ -20,7 +20,8 @@ SHAPE = (2, 2)
 def check_compile_time(case, runs) -> str:
     """PyTorch's compile-time smoke test, for the spec's optimizer: the first compiled step over
     100 small params (foreach where the optimizer takes it). Reported; fails only past
-    `compile_budget_s`."""
+    `compile_budget_s`.
+    Its own compile: 100 tensors, to time a compile, not the spec's model."""
     with isolated_case(case):
         cls = resolve(case.optimizer)
         kwargs = build_kwargs(case.kwargs, case.device)

@@ -11,7 +11,8 @@ from .base import NotApplicable
 
 
 def check_cudagraphs(case, runs) -> str:
-    """With triton.cudagraphs on, `case.steps` compiled steps record exactly one CUDA graph."""
+    """With triton.cudagraphs on, `case.steps` compiled steps record exactly one CUDA graph.
+    Its own compile: under inductor's cudagraphs config, which the shared run does not use."""
     if not case.cudagraphs:
         raise NotApplicable(f"{case.id}: the spec sets cudagraphs: false (PyTorch runs Adagrad and SGD without them)")
     with isolated_case(case), torch_api.inductor_config(**{"triton.cudagraphs": True}):

@@ -18,7 +18,8 @@ from ..harness.isolation import isolated_case
 def check_no_leak(case, runs) -> str:
     """PyTorch's static-address finalizer test, for the spec's optimizer: once the model, the
     optimizer and the compiled step are dropped, no param survives `gc.collect()`; a leak names
-    what still holds a param. Params freed only by the cycle collector are reported, not failed."""
+    what still holds a param. Params freed only by the cycle collector are reported, not failed.
+    Its own compile: it must drop every reference to the run, which the shared run keeps."""
     with isolated_case(case):
         gc.collect()
         enabled = gc.isenabled()

@@ -19,7 +19,8 @@ def check_state_dict(case, runs) -> str:
     """After N steps, the compiled optimizer's state_dict loads into a fresh eager optimizer and
     the eager one's loads into the compiled optimizer; continuing N steps, all three (the
     eager reference, eager-from-compiled, compiled-from-eager) hold equal params and state.
-    The load into the compiled optimizer may recompile at most `recompile.load_state_dict` times."""
+    The load into the compiled optimizer may recompile at most `recompile.load_state_dict` times.
+    Its own compile: it loads state into a compiled optimizer mid-run and counts those recompiles."""
     n = case.steps
     with isolated_case(case), torch_api.recording_recompiles() as recompiles:
         twins = make_twins(case)

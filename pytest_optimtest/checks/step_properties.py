@@ -21,7 +21,8 @@ NONE_GRAD_PATTERN = ((), (0,), (), "all", (-1,), ())
 
 def check_none_grads(case, runs) -> str:
     """Compiled and eager match after every step, state step counters included, when some
-    params have grad None on some iterations (dynamo must guard on which grads exist)."""
+    params have grad None on some iterations (dynamo must guard on which grads exist).
+    Its own compile: the None-grad pattern changes what the step traces, so the shared run's graph cannot stand in."""
     with isolated_case(case):
         twins = make_twins(case)
         initial = twins.initial()
@@ -47,7 +48,8 @@ def check_none_grads(case, runs) -> str:
 
 
 def check_closure_graph_break(case, runs) -> str:
-    """`step(closure)` compiled, with a graph break inside the closure, matches eager."""
+    """`step(closure)` compiled, with a graph break inside the closure, matches eager.
+    Its own compile: the closure, with its break, is part of the compiled function."""
     with isolated_case(case):
         twins = make_twins(case)
         if "closure" not in inspect.signature(torch_api.raw_step(twins.compiled_opt)).parameters:
