@@ -109,11 +109,12 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
         "schedulefree:RAdamScheduleFree": crash(ALL, "compiled step 2 raises TorchRuntimeError ('RuntimeError when "
                                                 "making fake tensor call') inside dynamo's tracing of the step."),
         "pytorch_optimizer:Ranger": crash(ALL, "compiled step 2 raises InductorError: KeyError: 'buf19' in inductor's "
-                                          "code generation: torch's doing."),
+                                          "CPU code generation: torch's doing (likely pytorch#196570 or #188228, "
+                                          "the CPP backend's outer-loop fusion KeyError, not confirmed)."),
         "torch_optimizer:RAdam": crash(["parity", "recompile", "graph_breaks", "state_dict"],
                                        "compiled step 3 raises NameError: name 's21' is not defined, once automatic "
                                        "dynamic shapes make the int state['step'] symbolic (inductor's generated code "
-                                       "uses an undefined symbol): torch's doing."),
+                                       "uses an undefined symbol): torch's doing (the symptom of pytorch#104102, not confirmed the same cause)."),
         **{f"torch_optimizer:{c}": [(["parity", "state_dict"], f(ALIAS))] for c in ("AggMo", "QHM")},
         "torch_optimizer:QHAdam": [(["parity", "state_dict"], f(
             "Python float state (beta1_weight, beta2_weight) updated in step: the compiled run writes back a "
