@@ -16,10 +16,15 @@ def load_cases(path: str | Path, checks: Mapping[str, Any] | None = None) -> lis
         from .checks import CHECKS
 
         checks = CHECKS
-    spec, locator = load_spec(path, {n: c.section for n, c in checks.items() if getattr(c, "section", None) is not None})
+    spec, locator = load_spec(path, sections_of(checks))
     if not isinstance(spec, Spec):
         raise SpecError(str(path), None, "kind", "not an optimizer spec (it has no cases)")
     return expand(spec, locator, checks)
+
+
+def sections_of(checks: Mapping[str, Any]) -> dict[str, type]:
+    """The spec sections the checks own: check name -> its model."""
+    return {name: check.section for name, check in checks.items() if getattr(check, "section", None) is not None}
 
 
 def load_case(path: str | Path, case_id: str, checks: Mapping[str, Any] | None = None) -> Case:

@@ -14,6 +14,7 @@ import pytest
 
 from . import update
 from . import report as reporting
+from .cases import sections_of
 from .checks import NotApplicable, RegistryError
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.properties import register_profiles
@@ -66,7 +67,7 @@ class SpecFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         try:
             checks = self.config.stash[SESSION].checks
-            spec, locator = load_spec(self.path, {n: c.section for n, c in checks.items() if c.section is not None})
+            spec, locator = load_spec(self.path, sections_of(checks))
             missing = missing_requirements(spec)
             if missing:
                 yield MissingRequirementItem.from_parent(self, name="requires", reason=missing)

@@ -121,12 +121,9 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
 
     def both(with_schedulers: bool = True) -> StepCompiles:
         seed_all(case.seed + 1 + run.steps)
-        graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
         start = time.perf_counter()
-        compiled_step()
+        compiled = _counted(compiled_step, log)
         run.compiled_step_seconds.append(time.perf_counter() - start)
-        compiled = StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels,
-                                log[seen:])
         seed_all(case.seed + 1 + run.steps)
         start = time.perf_counter()
         twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
@@ -154,11 +151,16 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
     run.perturbed = perturb
 
 
+def _counted(compiled_step: Callable[[], None], log: list[str]) -> StepCompiles:
+    """Run one compiled step and record what it compiled."""
+    graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
+    compiled_step()
+    return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
+
+
 def _perturb(run: CompiledRun, opt: torch.optim.Optimizer, compiled_step: Callable[[], None], log: list[str]) -> None:
     def counted() -> StepCompiles:
-        graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
-        compiled_step()
-        return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
+        return _counted(compiled_step, log)
 
     for perturbation in run.case.recompile.perturbations:
         apply_perturbation(perturbation, opt, run.case.device)
