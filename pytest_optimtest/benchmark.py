@@ -12,7 +12,7 @@ import torch
 from .spec import Case
 
 
-def benchmark_items(parent: pytest.Collector, case: Case) -> Iterator[pytest.Item]:
+def benchmark_items(parent: pytest.Collector, case: Case, prefix: str = "") -> Iterator[pytest.Item]:
     for compiled in (False, True):
         name = "benchmark_compiled" if compiled else "benchmark_eager"
 
@@ -25,8 +25,7 @@ def benchmark_items(parent: pytest.Collector, case: Case) -> Iterator[pytest.Ite
             run_benchmark(benchmark, case, compiled)
 
         test.__name__ = name
-        item = pytest.Function.from_parent(parent, name=name, callobj=test)
-        item.add_marker(pytest.mark.xdist_group(name=case.id))
+        item = pytest.Function.from_parent(parent, name=prefix + name, callobj=test)
         yield item
 
 

@@ -36,8 +36,10 @@ def activate(config: pytest.Config, roots: list[Path]) -> None:
         # `pytest --optim-spec specs/` runs the specs, not the testpaths.
         config.args[:] = [str(p) for p in config.getoption("optim_spec")]
     else:
-        covered = [Path(a.split("::")[0]).resolve() for a in config.args]
-        config.args.extend(str(r) for r in roots if not any(r == c or c in r.parents for c in covered))
+        # a root is added unless an argument names it, a folder above it, or a part of it (a
+        # node id copied from a report runs that node, not the whole root)
+        named = [Path(a.split("::")[0]).resolve() for a in config.args]
+        config.args.extend(str(r) for r in roots if not any(r == c or c in r.parents or r in c.parents for c in named))
     if getattr(config.option, "dist", "no") == "load":
         # Keep a case's checks on one worker, so its compiled run is made once: loadscope groups
         # by the node id up to its last '::', which for a check item is its case. (Not loadgroup:
@@ -82,6 +84,7 @@ class SpecFile(pytest.File):
         chosen = selected_devices(self.config)
         absent = self.config.stash[SESSION].absent
         reasons = {d: unavailable_reason(d) for d in {c.device for c in cases}} if chosen is None else {}
+        nested = self._named_below()
         for case in cases:
             if chosen is not None and case.device not in chosen:
                 continue
@@ -89,7 +92,24 @@ class SpecFile(pytest.File):
             if why:  # not generated: a CPU machine shows its real results, not a wall of skips
                 absent[case.device, why] += len(case.checks)
                 continue
-            yield CaseNode.from_parent(self, name=case.id, case=case)
+            if nested:
+                yield CaseNode.from_parent(self, name=case.id, case=case)
+            else:
+                yield from case_items(self, case, prefix=f"{case.id}::")
+
+    def _named_below(self) -> bool:
+        """Whether an argument names a node inside this file (`spec.yaml::case[::check]`).
+
+        A case's items are children of the file, named `case::check`: a collector per case
+        would cost pytest as much as its items (10,000 cases). pytest matches such an argument
+        one name per level, so then the file collects a node per case instead; the node ids
+        are the same strings either way."""
+        base = self.config.invocation_params.dir
+        for arg in self.config.args:
+            path, sep, _ = str(arg).partition("::")
+            if sep and (base / path).resolve() == self.path.resolve():
+                return True
+        return False
 
 
 class SpecErrorItem(pytest.Item):
@@ -136,25 +156,29 @@ class MissingRequirementItem(pytest.Item):
         return self.path, 0, "requires"
 
 
+def case_items(parent: pytest.Collector, case: Case, prefix: str = "") -> Iterator[pytest.Item]:
+    """A case's items: the checks the spec asks for, prerequisites first, then its benchmarks."""
+    for name in case.checks:
+        item = CheckItem.from_parent(parent, name=prefix + name, case=case, check=name)
+        if name in case.xfail:
+            item.add_marker(pytest.mark.xfail(reason=case.xfail[name], strict=True))
+        yield item
+    if parent.config.getoption("optim_benchmark") and isinstance(case, Case) and not case.closure \
+            and case.scheduler is None:
+        from .benchmark import benchmark_items
+
+        yield from benchmark_items(parent, case, prefix)
+
+
 class CaseNode(pytest.Collector):
-    """One generated case; its children are the checks the spec asks for, prerequisites first."""
+    """One generated case, collected only when an argument names a node below its file."""
 
     def __init__(self, *, case: Case, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
 
     def collect(self) -> Iterator[pytest.Item]:
-        for name in self.case.checks:
-            item = CheckItem.from_parent(self, name=name, case=self.case, check=name)
-            item.add_marker(pytest.mark.xdist_group(name=self.case.id))
-            if name in self.case.xfail:
-                item.add_marker(pytest.mark.xfail(reason=self.case.xfail[name], strict=True))
-            yield item
-        if self.config.getoption("optim_benchmark") and isinstance(self.case, Case) and not self.case.closure \
-                and self.case.scheduler is None:
-            from .benchmark import benchmark_items
-
-            yield from benchmark_items(self, self.case)
+        yield from case_items(self, self.case)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.case.line or 1) - 1, self.case.id
@@ -168,9 +192,10 @@ class CheckItem(pytest.Item):
         self.case = case
         self.check = check
         self.summary: str | None = None
-        self.user_properties.append((reporting.RECORD_KEY, reporting.record(self, {})))
 
     def setup(self) -> None:
+        # the record goes with every report of this item, a skip in setup's included
+        self.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(self, {}))]
         reason = unavailable_reason(self.case.device) or self.case.skip.get(self.check)
         if reason:
             pytest.skip(reason)
@@ -295,6 +320,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    config.stash[SESSION].runs.close()
     if hasattr(config, "workerinput"):  # xdist workers: the controller reports
         return
     from .harness.torch_api import torch_version

@@ -354,3 +354,21 @@ class SkipZeroGradSGD(PlainSGD):
         if not grads or torch.stack([g.abs().sum() for g in grads]).sum().item() == 0:
             return
         super()._update()
+
+
+def rank_pid(payload, rank: int, world_size: int) -> tuple[int, int]:
+    """A rank job: (this process's pid, the all-reduced sum of the ranks)."""
+    import torch.distributed as dist
+
+    total = torch.tensor([rank])
+    dist.all_reduce(total)
+    return os.getpid(), int(total)
+
+
+def rank_exit(payload: int, rank: int, world_size: int) -> None:
+    """A rank job: rank 1 exits with code `payload`; rank 0 waits in an all-reduce."""
+    import torch.distributed as dist
+
+    if rank == 1:
+        os._exit(payload)
+    dist.all_reduce(torch.zeros(1))

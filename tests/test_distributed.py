@@ -8,7 +8,7 @@ import pytest
 from helpers import cases_from, one_case
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
-from pytest_optimtest.harness.ranks import RankFailure
+from pytest_optimtest.harness.ranks import RankFailure, RankJob, RankPools
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.spec import SpecError
 
@@ -89,6 +89,20 @@ def test_hung_rank_times_out_and_leaves_no_process(tmp_path):
     assert isinstance(error, RankFailure)
     assert "did not finish within 15s" in str(error)
     _assert_gone(error.pids)
+
+
+def test_a_session_keeps_its_ranks_until_a_job_fails():
+    pools, job = RankPools(), RankJob("planted:rank_pid", None, 2, "gloo", 60)
+    first = pools.run(job)
+    assert [total for _, total in first] == [1, 1]
+    assert pools.run(job) == first  # the same processes, still in one group
+    with pytest.raises(RankFailure, match=r"rank 1 failed \(exit code 3\)"):
+        pools.run(RankJob("planted:rank_exit", 3, 2, "gloo", 60))
+    _assert_gone([pid for pid, _ in first])  # a failed job ends its pool
+    fresh = pools.run(job)
+    assert {pid for pid, _ in fresh}.isdisjoint(pid for pid, _ in first)
+    pools.close()
+    _assert_gone([pid for pid, _ in fresh])
 
 
 def _assert_gone(pids):

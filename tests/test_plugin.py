@@ -80,6 +80,19 @@ def test_device_filter_and_k_selection(pytester, specs):
     result.stdout.fnmatch_lines(["specs/sgd.yaml::sgd-momentum-cpu::parity", "*2/4 tests collected (2 deselected)*"])
 
 
+@pytest.mark.parametrize("arg, expected", [
+    ("specs/sgd.yaml::sgd-momentum-cpu", ["specs/sgd.yaml::sgd-momentum-cpu::parity", "specs/sgd.yaml::sgd-momentum-cpu::kernel_count"]),
+    ("specs/sgd.yaml::sgd-momentum-cpu::kernel_count", ["specs/sgd.yaml::sgd-momentum-cpu::kernel_count"]),
+])
+def test_node_ids_select_a_case_or_one_check(pytester, specs, arg, expected):
+    # items are the file's children (`case::check`); a node id below the file must still select
+    specs(sgd=SGD_SPEC)
+    result = pytester.runpytest_inprocess(arg, "--optim-spec", "specs", "--optim-device", "cpu", "--collect-only", "-q")
+    assert [line for line in result.stdout.lines if "::" in line] == expected
+    everything = pytester.runpytest_inprocess("--optim-spec", "specs", "--optim-device", "cpu", "--collect-only", "-q")
+    assert set(expected) <= set(everything.stdout.lines)  # the same ids, collected either way
+
+
 def test_ini_option(pytester, specs):
     specs(sgd=SGD_SPEC)
     pytester.makeini("[pytest]\noptim_spec = specs\n")

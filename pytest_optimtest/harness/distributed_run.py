@@ -21,7 +21,7 @@ from .compiled_run import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
 from .builder import loss_for, make_data, make_optimizer, model_factory
-from .ranks import RankJob, run_ranks
+from .ranks import RankJob, RankPools, run_ranks
 
 
 @dataclass
@@ -67,8 +67,9 @@ def unavailable_reason(case: Case) -> str | None:
     return None
 
 
-def run_distributed(case: Case) -> DistributedRun:
-    """Run the case's train step on its ranks, then in this process eagerly and compiled."""
+def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRun:
+    """Run the case's train step on its ranks (those `pools` keeps, else ranks started for this
+    run), then in this process eagerly and compiled."""
     spec = case.distributed
     seed_all(case.seed + 1000)
     batches = [make_data(case.data, "cpu", spec.batch)[0] for _ in range(spec.iterations)]
@@ -77,7 +78,7 @@ def run_distributed(case: Case) -> DistributedRun:
     start = time.perf_counter()
     job = RankJob("pytest_optimtest.harness.distributed_run:rank_main", _Payload(case, batches, zero),
                   spec.world_size, backend, spec.timeout_s)
-    ranks = run_ranks(job)
+    ranks = run_ranks(job, pools)
     seconds = time.perf_counter() - start
     with isolated_case(case):
         initial, eager, eager_state, _ = _train_local(case, batches, compiled=False)

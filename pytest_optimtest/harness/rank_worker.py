@@ -1,8 +1,9 @@
 """One rank's process: `python -m pytest_optimtest.harness.rank_worker FOLDER RANK HOST PORT`.
 
-Joins the process group through the test process's store, runs the job's function
-and pickles its return value to FOLDER/rank<RANK>.out. Any exception exits non-zero
-with its traceback on stdout, which the test process reports.
+Joins the process group through the test process's store, then runs jobs until its stdin
+closes: for each job number N read there, it runs FOLDER/jobN.pkl's function and pickles
+the return value to FOLDER/rank<RANK>.N.out. Any exception ends the process non-zero with
+its traceback on stdout, which the test process reports.
 """
 
 from __future__ import annotations
@@ -19,12 +20,19 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
 
     from ..spec.values import resolve
 
-    job = pickle.loads((Path(folder) / "job.pkl").read_bytes())
-    timeout = timedelta(seconds=job.timeout_s)
+    here = Path(folder)
+    world_size, backend, timeout_s = pickle.loads((here / "group.pkl").read_bytes())
+    timeout = timedelta(seconds=timeout_s)
     store = dist.TCPStore(host, int(port), is_master=False, timeout=timeout)
-    dist.init_process_group(job.backend, store=store, rank=int(rank), world_size=job.world_size, timeout=timeout)
-    result = resolve(job.function)(job.payload, int(rank), job.world_size)
-    (Path(folder) / f"rank{rank}.out").write_bytes(pickle.dumps(result))
+    dist.init_process_group(backend, store=store, rank=int(rank), world_size=world_size, timeout=timeout)
+    while line := sys.stdin.readline():
+        number = int(line)
+        job = pickle.loads((here / f"job{number}.pkl").read_bytes())
+        print(f"--- job {number}: {job.function}", flush=True)
+        result = resolve(job.function)(job.payload, int(rank), world_size)
+        partial = here / f"rank{rank}.{number}.part"
+        partial.write_bytes(pickle.dumps(result))
+        os.replace(partial, here / f"rank{rank}.{number}.out")  # the test process sees it whole or not at all
     dist.destroy_process_group()
     sys.stdout.flush()
     # Skip interpreter teardown: torch 2.13's store/gloo threads sometimes abort in static destructors

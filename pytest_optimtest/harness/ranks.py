@@ -4,6 +4,11 @@ The test process holds the rendezvous store, bound to port 0 on loopback, so the
 operating system picks a free port and no two runs (xdist workers included) can
 collide. Each rank is `python -m pytest_optimtest.harness.rank_worker`, in its own
 process group, so a hung or crashed rank is killed with everything it started.
+
+Starting ranks costs seconds (each imports torch and joins the group), so a session
+keeps them: `RankPools` holds one `RankPool` per (world size, backend, timeout) and
+gives it jobs one at a time. A job that fails or hangs ends its pool; the next job
+starts a fresh one.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,22 +46,104 @@ class RankJob:
     backend: str
     timeout_s: float
 
+    @property
+    def group(self) -> tuple[int, str, float]:
+        """What the ranks' process group is made with: jobs that agree on it share a pool."""
+        return self.world_size, self.backend, self.timeout_s
 
-def run_ranks(job: RankJob) -> list[Any]:
-    """Each rank's return value, in rank order; RankFailure when any rank fails or hangs."""
-    import torch.distributed as dist
 
-    store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)
-    with tempfile.TemporaryDirectory(prefix="optimtest-ranks-") as tmp:
-        folder = Path(tmp)
-        (folder / "job.pkl").write_bytes(pickle.dumps(job))
-        procs = [_start(folder, rank, store.port) for rank in range(job.world_size)]
+def run_ranks(job: RankJob, pools: RankPools | None = None) -> list[Any]:
+    """Each rank's return value, in rank order; RankFailure when any rank fails or hangs.
+    With `pools`, on the ranks those keep; without, on ranks started and ended for this job."""
+    if pools is not None:
+        return pools.run(job)
+    pool = RankPool(*job.group)
+    try:
+        return pool.run(job)
+    finally:
+        pool.close()
+
+
+class RankPools:
+    """The rank processes a session keeps, one pool per process-group shape."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[int, str, float], RankPool] = {}
+
+    def run(self, job: RankJob) -> list[Any]:
+        pool = self._pools.get(job.group)
+        if pool is None or not pool.alive:
+            pool = self._pools[job.group] = RankPool(*job.group)
+        return pool.run(job)
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
+class RankPool:
+    """`world_size` rank processes in one process group, each waiting for job numbers on stdin."""
+
+    def __init__(self, world_size: int, backend: str, timeout_s: float) -> None:
+        import torch.distributed as dist
+
+        self.world_size, self.timeout_s = world_size, timeout_s
+        self._store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)
+        self._folder = tempfile.TemporaryDirectory(prefix="optimtest-ranks-")
+        self.folder = Path(self._folder.name)
+        (self.folder / "group.pkl").write_bytes(pickle.dumps((world_size, backend, timeout_s)))
+        self._procs = [_start(self.folder, rank, self._store.port) for rank in range(world_size)]
+        self._jobs = 0
+        self._finalizer = weakref.finalize(self, _end, self._procs, self._folder)  # at exit, whatever happened
+
+    @property
+    def alive(self) -> bool:
+        return self._finalizer.alive and all(p.poll() is None for p in self._procs)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    def run(self, job: RankJob) -> list[Any]:
+        number, self._jobs = self._jobs, self._jobs + 1
+        (self.folder / f"job{number}.pkl").write_bytes(pickle.dumps(job))
         try:
-            _wait(procs, folder, job.timeout_s)
-            return [pickle.loads((folder / f"rank{r}.out").read_bytes()) for r in range(job.world_size)]
-        finally:
-            _kill(procs)
-            del store
+            for proc in self._procs:
+                proc.stdin.write(f"{number}\n".encode())
+                proc.stdin.flush()
+        except OSError:  # a rank died between jobs: _wait names it
+            pass
+        outputs = [self.folder / f"rank{r}.{number}.out" for r in range(self.world_size)]
+        try:
+            self._wait(outputs, job.timeout_s)
+        except RankFailure:
+            self.close()
+            raise
+        return [pickle.loads(path.read_bytes()) for path in outputs]
+
+    def _wait(self, outputs: list[Path], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not all(path.exists() for path in outputs):
+            codes = [p.poll() for p in self._procs]
+            failed = [r for r, c in enumerate(codes) if c is not None]
+            if failed:  # the others would wait in a collective until the backend's timeout
+                _kill(self._procs)
+                raise RankFailure("\n".join(f"rank {r} failed (exit code {codes[r]}):\n{_tail(self.folder, r)}"
+                                            for r in failed), self.pids)
+            if time.monotonic() > deadline:
+                waiting = [r for r, path in enumerate(outputs) if not path.exists()]
+                _kill(self._procs)
+                raise RankFailure(
+                    f"rank(s) {waiting} did not finish within {timeout_s:g}s (hung in a collective?); killed.\n"
+                    + "\n".join(f"rank {r} output:\n{_tail(self.folder, r)}" for r in waiting), self.pids
+                )
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        """End the ranks (closing their stdin lets them leave the group) and remove the folder."""
+        self._finalizer()
+        self._store = None
 
 
 def _start(folder: Path, rank: int, port: int) -> subprocess.Popen:
@@ -66,31 +154,21 @@ def _start(folder: Path, rank: int, port: int) -> subprocess.Popen:
     with log:
         return subprocess.Popen(
             [sys.executable, "-m", "pytest_optimtest.harness.rank_worker", str(folder), str(rank), HOST, str(port)],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
 
 
-def _wait(procs: list[subprocess.Popen], folder: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    pids = [p.pid for p in procs]
-    while True:
-        codes = [p.poll() for p in procs]
-        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed:  # the others would wait in a collective until the backend's timeout
-            _kill(procs)
-            raise RankFailure(
-                "\n".join(f"rank {r} failed (exit code {codes[r]}):\n{_tail(folder, r)}" for r in failed), pids
-            )
-        if all(c == 0 for c in codes):
-            return
-        if time.monotonic() > deadline:
-            waiting = [r for r, c in enumerate(codes) if c is None]
-            _kill(procs)
-            raise RankFailure(
-                f"rank(s) {waiting} did not finish within {timeout_s:g}s (hung in a collective?); killed.\n"
-                + "\n".join(f"rank {r} output:\n{_tail(folder, r)}" for r in waiting), pids
-            )
-        time.sleep(0.05)
+def _end(procs: list[subprocess.Popen], folder: tempfile.TemporaryDirectory, grace_s: float = 5.0) -> None:
+    for p in procs:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    _kill(procs)
+    folder.cleanup()
 
 
 def _kill(procs: list[subprocess.Popen]) -> None:

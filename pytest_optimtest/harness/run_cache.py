@@ -8,6 +8,7 @@ from typing import Any
 from ..spec.case import Case
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
+from .ranks import RankPools
 
 
 class RunCache:
@@ -17,6 +18,7 @@ class RunCache:
         self._runs: dict[tuple[str, str], Any] = {}
         self.cases_run = 0
         self.unperturbed: set[str] = set()  # cases whose recompile check is not selected: no perturbation compiles
+        self.rank_pools = RankPools()  # rank processes, kept from one distributed case to the next
 
     def compiled(self, case: Case) -> CompiledRun:
         """The one compiled run of `case` (parity, kernel_count, recompile, graph_breaks)."""
@@ -24,7 +26,7 @@ class RunCache:
 
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""
-        return self._get("distributed", case, run_distributed)
+        return self._get("distributed", case, lambda c: run_distributed(c, self.rank_pools))
 
     def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.id)
@@ -48,3 +50,7 @@ class RunCache:
     def release(self, case_id: str) -> None:
         for key in [k for k in self._runs if k[1] == case_id]:
             del self._runs[key]
+
+    def close(self) -> None:
+        """End the rank processes kept (the runs stay readable)."""
+        self.rank_pools.close()

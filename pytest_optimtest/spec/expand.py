@@ -59,6 +59,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
 
     cases: list[Case] = []
     seen: dict[str, int] = {}
+    per_variant = _PerVariant(spec, locator, checks, torch_version)
     for index, entry in enumerate(spec.cases):
         where = ("cases", index)
         _check_values(entry.kwargs, (*where, "kwargs"), locator)
@@ -76,7 +77,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                         variant = Variant(device, closure, scheduler, primary=index == 0 and combo == 0,
                                           distributed=entry.name in distributed)
                         case = _make_case(spec, entry, locator, index, prefix, grid_values, kwargs,
-                                          variant, checks, torch_version)
+                                          variant, per_variant)
                         if case.id in seen:
                             raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
                         seen[case.id] = index
@@ -112,9 +113,43 @@ def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], op
     return out
 
 
+class _PerVariant:
+    """What a case takes from its variant alone, worked out once per variant: a spec of 10,000
+    cases has a few dozen variants, and collection time is the user's."""
+
+    def __init__(self, spec: Spec, locator: Locator, checks: Mapping[str, Any], torch_version: str) -> None:
+        self.spec, self.locator, self.checks, self.torch_version = spec, locator, checks, torch_version
+        self._applied: dict[Variant, tuple[str, ...]] = {}
+        self._sections: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._lines: dict[int, int | None] = {}
+        self._no_entry: dict[tuple, KernelExpectation] = {}
+
+    def applied(self, variant: Variant, case_id: str) -> tuple[str, ...]:
+        if variant not in self._applied:
+            self._applied[variant] = _ordered_checks(self.spec, self.locator, self.checks, variant, case_id)
+        return self._applied[variant]
+
+    def sections(self, applied: tuple[str, ...]) -> dict[str, Any]:
+        if applied not in self._sections:
+            self._sections[applied] = _sections(self.spec, self.checks, applied)
+        return self._sections[applied]
+
+    def line(self, index: int) -> int | None:
+        if index not in self._lines:
+            self._lines[index] = self.locator.line(("cases", index))
+        return self._lines[index]
+
+    def kernels(self, counts: dict, at: tuple, case_id: str, device: str) -> KernelExpectation:
+        if counts.get(self.torch_version, {}).get(device):
+            return _kernel_expectation(counts, at, self.locator, case_id, device, self.torch_version)
+        if (at, device) not in self._no_entry:  # no table here: the same "add one" for every case
+            self._no_entry[at, device] = _kernel_expectation(counts, at, self.locator, case_id, device, self.torch_version)
+        return self._no_entry[at, device]
+
+
 def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix: str,
                grid_values: dict[str, Any], kwargs: dict[str, Any], variant: Variant,
-               checks: Mapping[str, Any], torch_version: str) -> Case:
+               per_variant: _PerVariant) -> Case:
     device, closure, scheduler = variant.device, variant.closure, variant.scheduler
     parts = [prefix, entry.name, *(_id_part(k, v) for k, v in grid_values.items())]
     if scheduler:
@@ -123,11 +158,11 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         parts.append("closure")
     parts.append(device)
     case_id = "-".join(p for p in parts if p)
-    applied = _ordered_checks(spec, locator, checks, variant, case_id)
+    applied = per_variant.applied(variant, case_id)
     return Case(
         id=case_id,
         spec_path=locator.path,
-        line=locator.line(("cases", index)),
+        line=per_variant.line(index),
         optimizer=spec.optimizer,
         kwargs=kwargs,
         device=device,
@@ -145,10 +180,10 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         in_backward=spec.in_backward,
         distributed=spec.distributed,
         checks=applied,
-        kernels=_kernel_expectation(spec.kernel_counts, ("kernel_counts",), locator, case_id, device, torch_version),
+        kernels=per_variant.kernels(spec.kernel_counts, ("kernel_counts",), case_id, device),
         recompile=spec.recompile,
         perturbation_kernels=tuple(
-            _kernel_expectation(p.kernel_counts, ("recompile", "perturbations", i, "kernel_counts"), locator, case_id, device, torch_version)
+            per_variant.kernels(p.kernel_counts, ("recompile", "perturbations", i, "kernel_counts"), case_id, device)
             for i, p in enumerate(spec.recompile.perturbations)
         ),
         graph_breaks=spec.graph_breaks,
@@ -156,7 +191,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
         cudagraphs=spec.cudagraphs,
         skip=_rule_reasons(spec.skip, case_id, device, applied),
         xfail=_rule_reasons(spec.xfail, case_id, device, applied),
-        sections=_sections(spec, checks, applied),
+        sections=per_variant.sections(applied),
     )
 
 

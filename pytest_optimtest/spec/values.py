@@ -10,6 +10,7 @@ Every call of `build_value` makes new objects, so no two runs share a tensor.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -98,6 +99,7 @@ def resolve(path: str) -> Any:
     return obj
 
 
+@functools.lru_cache(maxsize=1024)
 def takes_keyword(cls: type, name: str) -> bool:
     """Whether `cls(...)` accepts the keyword argument `name` (by name, or through **kwargs)."""
     import inspect
