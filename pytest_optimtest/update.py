@@ -1,9 +1,15 @@
-"""--optim-update-expected: write observed kernel, recompile and graph-break counts into the specs.
+"""--optim-update-expected: write what the checks observed into the specs.
+
+Update mode knows no check: it reads two kinds of entries from the items' metrics.
+- `updates`: [{path, declared, observed}]: a spec key path (e.g. ["graph_breaks"]) whose
+  value every case reporting it must agree on; written when they agree and it differs.
+- `kernel_tables`: [{table, version, device, pattern, count, observed}]: an entry of a
+  kernel-count table (torch version -> device -> case-id glob -> count), and what the case saw.
 
 A ruamel.yaml round trip keeps comments and layout, as syrupy's --snapshot-update keeps
-snapshots. Only the running torch version's entries are written. Minimal edits: an entry
-that every case it covered disagrees with the same way is changed; otherwise the cases that
-differ get exact-id entries; a missing table entry is created.
+snapshots. Only the running torch version's table entries are written. Minimal edits: an
+entry that every case it covered disagrees with the same way is changed; otherwise the
+cases that differ get exact-id entries; a missing table entry is created.
 """
 
 from __future__ import annotations
@@ -54,11 +60,8 @@ def plan(records: list[dict[str, Any]]) -> Plan:
         if e["pattern"] is None or e["count"] != observed:
             differing[key][case] = observed
     for r in records:
-        m = r["metrics"]
-        for i, (observed, want) in enumerate(zip(m.get("recompiles", {}).get("perturbations", []), m.get("declared_recompiles", []))):
-            counts[(r["spec"], ("recompile", "perturbations", i, "recompiles"), want)][r["case"]] = observed
-        if "graph_breaks" in m:
-            counts[(r["spec"], ("graph_breaks",), m["declared_graph_breaks"])][r["case"]] = m["graph_breaks"]
+        for u in r["metrics"].get("updates", []):
+            counts[(r["spec"], tuple(u["path"]), u["declared"])][r["case"]] = u["observed"]
     for key, observed in differing.items():
         changes += _kernel_changes(key, declared[key], observed, all_differ=covered[key] == set(observed))
     for (spec, path, want), observed in counts.items():
@@ -84,12 +87,9 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
 
 
 def _expectations(records: list[dict[str, Any]]):
-    """(spec, expectation, case, observed) for every kernel expectation the records carry."""
+    """(spec, table entry, case, observed) for every kernel-table entry the records carry."""
     for r in records:
-        m = r["metrics"]
-        if r["check"] == "kernel_count" and "expected" in m and "kernels" in m:
-            yield r["spec"], m["expected"], r["case"], m["kernels"]
-        for k in m.get("perturbation_kernels", []):
+        for k in r["metrics"].get("kernel_tables", []):
             yield r["spec"], k, r["case"], k["observed"]
 
 

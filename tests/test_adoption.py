@@ -95,10 +95,10 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
     assert parity["outcome"] == "passed" and parity["metrics"]["kernels"] > 0 and "compile_s" in parity["metrics"]
     assert "| `sgd.yaml` |" in summary.read_text()
     for item in report["items"]:  # pretend the saved run needed fewer kernels and recompiles
-        if "kernels" in item["metrics"]:
-            item["metrics"]["kernels"] -= 1
-        if "recompiles" in item["metrics"]:
-            item["metrics"]["recompiles"]["perturbations"] = [0]
+        gate = item["metrics"].get("gate", {})
+        for label in ("generated kernels", "recompiles"):
+            if label in gate:
+                gate[label] -= 1
     (pytester.path / "old.json").write_text(json.dumps(report))
     gated = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", "not kernel_count")
     assert gated.ret == 1
@@ -108,7 +108,12 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
     assert "  sgd-default-cpu [recompile]: recompiles 0 -> 1" in out
     same = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "base.json", "-k", "not kernel_count")
     assert same.ret == 0
-    same.stdout.fnmatch_lines(["optimtest: no kernel-count, recompile or graph-break regression against base.json"])
+    same.stdout.fnmatch_lines(["optimtest: no regression against base.json (generated kernels, recompiles, *"])
+    for item in report["items"]:  # a baseline without gate numbers (an older report) fails, never passes silently
+        item["metrics"].pop("gate", None)
+    (pytester.path / "old.json").write_text(json.dumps(report))
+    older = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", "not kernel_count")
+    assert older.ret == 1 and "the baseline holds no gate numbers for it" in older.stdout.str()
 
 
 def test_registry_rejects_unknown_dependencies_and_duplicates():
@@ -303,3 +308,30 @@ def test_compatibility_table_renders_one_row_per_optimizer_and_one_note_per_reas
     out = capsys.readouterr().out
     assert "| `pkg:Bad` | xfail [1] | xfail [1] |" in out and "| `pkg:Good` | pass | **FAIL** [2] |" in out
     assert "1. `pkg:Bad` (bad-cpu): no graph" in out and "passing every case, per check: parity 1, recompile 0" in out
+
+
+def test_update_mode_and_gate_read_any_checks_metrics(tmp_path):
+    # what a third-party check reports is written and gated like the built-in numbers
+    from pytest_optimtest import report as reporting, update
+
+    spec = tmp_path / "mine.yaml"
+    spec.write_text("optimizer: torch.optim.SGD\nmine: {budget: 3}  # kept\n")
+
+    def record(case, observed, kernels):
+        table = {"table": ["kernel_counts"], "version": "2.13", "device": "cpu", "pattern": None, "count": None}
+        return {"spec": str(spec), "case": case, "check": "mine", "metrics": {
+            "updates": [{"path": ["mine", "budget"], "declared": 3, "observed": observed}],
+            "kernel_tables": [{**table, "observed": kernels}], "gate": {"widgets": observed}}}
+
+    planned = update.plan([record("a", 5, 2), record("b", 5, 2)])
+    assert sorted(map(str, planned.changes)) == [f"{spec}: kernel_counts['2.13'].cpu['*']: (none) -> 2",
+                                                 f"{spec}: mine.budget: 3 -> 5"]
+    update.apply(planned.changes)
+    assert "mine: {budget: 5}  # kept" in spec.read_text() and "'*': 2" in spec.read_text().replace('"', "'")
+    assert update.plan([record("a", 5, 2), record("b", 6, 2)]).conflicts == [
+        f"{spec}: mine.budget: cases disagree (a: 5, b: 6); not written"]
+
+    baseline = tmp_path / "base.json"
+    baseline.write_text(json.dumps({"items": [record("a", 5, 2)]}))
+    grown = reporting.Results([record("a", 7, 2)])
+    assert reporting.regressions(baseline, grown) == ["a [mine]: widgets 5 -> 7"]

@@ -21,7 +21,8 @@ class Check:
     A check may own a spec section (`section`: a pydantic model; the spec file's top-level key
     of the check's name is validated by it, and the check reads it as `case.sections[name]`,
     its defaults when the file has none) and report metrics (`metrics(case, runs)`, read from
-    `runs.peek(...)`, written to the JSON report)."""
+    `runs.peek(...)`, written to the JSON report). Metrics keys the plugin reads: `gate`
+    (--optim-baseline), `updates` and `kernel_tables` (--optim-update-expected)."""
 
     name: str
     run: Callable

@@ -35,4 +35,6 @@ def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:
     if k is not None:
         metrics["expected"] = {"count": k.count, "table": list(k.table), "version": k.torch_version,
                                "device": case.device, "pattern": k.pattern}
+        if "kernels" in metrics:
+            metrics["kernel_tables"] = [{**metrics["expected"], "observed": metrics["kernels"]}]
     return metrics

@@ -44,7 +44,8 @@ def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
     run = runs.peek("compiled", case.id)
     if run is None:
         return {}
-    metrics: dict[str, Any] = {"kernels": run.kernel_count, "compile_s": round(run.compile_seconds, 4)}
+    metrics: dict[str, Any] = {"kernels": run.kernel_count, "compile_s": round(run.compile_seconds, 4),
+                               "gate": {"generated kernels": run.kernel_count}}
     steady_c, steady_e = run.compiled_step_seconds[1:], run.eager_step_seconds[1:]
     if steady_c and steady_e:
         metrics["compiled_step_s"] = statistics.median(steady_c)

@@ -110,11 +110,15 @@ def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
     run = runs.peek("compiled", case.id)
     if run is None:
         return {}
+    recompiles = {"warmup": run.warmup_compiles - 1, "steady": sum(len(s.recompiles) for s in run.steady),
+                  "perturbations": [len(p.step.recompiles) for p in run.perturbations]}
     return {
-        "recompiles": {"warmup": run.warmup_compiles - 1, "steady": sum(len(s.recompiles) for s in run.steady),
-                       "perturbations": [len(p.step.recompiles) for p in run.perturbations]},
-        "declared_recompiles": [p.recompiles for p in case.recompile.perturbations],
-        "perturbation_kernels": [
+        "recompiles": recompiles,
+        "gate": {"recompiles": recompiles["warmup"] + recompiles["steady"] + sum(recompiles["perturbations"])},
+        "updates": [{"path": ["recompile", "perturbations", i, "recompiles"], "declared": declared.recompiles,
+                     "observed": len(outcome.step.recompiles)}
+                    for i, (outcome, declared) in enumerate(zip(run.perturbations, case.recompile.perturbations))],
+        "kernel_tables": [
             {"observed": p.step.kernels, "count": k.count, "table": list(k.table), "version": k.torch_version,
              "device": case.device, "pattern": k.pattern}
             for p, k in zip(run.perturbations, case.perturbation_kernels) if p.step.recompiles],
@@ -123,4 +127,8 @@ def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
     run = runs.peek("compiled", case.id)
-    return {} if run is None else {"graph_breaks": len(run.graph_breaks), "declared_graph_breaks": case.graph_breaks}
+    if run is None:
+        return {}
+    observed = len(run.graph_breaks)
+    return {"graph_breaks": observed, "gate": {"graph breaks": observed},
+            "updates": [{"path": ["graph_breaks"], "declared": case.graph_breaks, "observed": observed}]}
