@@ -110,10 +110,10 @@ class SpecFile(pytest.File):
         would cost pytest as much as its items (10,000 cases). pytest matches such an argument
         one name per level, so then the file collects a node per case instead; the node ids
         are the same strings either way."""
-        base = self.config.invocation_params.dir
+        base, here = self.config.invocation_params.dir, self.path.resolve()
         for arg in self.config.args:
             path, sep, _ = str(arg).partition("::")
-            if sep and (base / path).resolve() == self.path.resolve():
+            if sep and (base / path).resolve() == here:
                 return True
         return False
 
@@ -290,14 +290,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     the perturbation phase of its compiled run."""
     result = yield
     session = config.stash[SESSION]
-    recompiled = set()
+    generated, recompiled = set(), set()
     for item in items:
         if isinstance(item, CheckItem):
             session.remaining[item.case.id] += 1
+            generated.add(item.case.id)
             if item.check == "recompile":
                 recompiled.add(item.case.id)
     # the perturbations compile again: only where a selected recompile item reads them
-    session.runs.unperturbed = {i.case.id for i in items if isinstance(i, CheckItem)} - recompiled
+    session.runs.unperturbed = generated - recompiled
     return result
 
 

@@ -33,8 +33,13 @@ def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:
     metrics = parity_metrics(case, runs)
     k = getattr(case, "kernels", None)
     if k is not None:
-        metrics["expected"] = {"count": k.count, "table": list(k.table), "version": k.torch_version,
-                               "device": case.device, "pattern": k.pattern}
+        metrics["expected"] = table_entry(k, case.device)
         if "kernels" in metrics:
-            metrics["kernel_tables"] = [{**metrics["expected"], "observed": metrics["kernels"]}]
+            metrics["kernel_tables"] = [table_entry(k, case.device, observed=metrics["kernels"])]
     return metrics
+
+
+def table_entry(expectation: Any, device: str, **observed: int) -> dict[str, Any]:
+    """A kernel-table entry as the report and update mode read it (`kernel_tables`)."""
+    return {"count": expectation.count, "table": list(expectation.table), "version": expectation.torch_version,
+            "device": device, "pattern": expectation.pattern, **observed}

@@ -8,6 +8,7 @@ from ..harness import torch_api
 from ..harness.guards import require_compiled
 from ..harness.compiled_run import CompiledRun, StepCompiles
 from ..spec.schema import Perturbation
+from .kernel_count import table_entry
 
 
 def check_recompile(case, runs) -> str:
@@ -116,12 +117,10 @@ def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
         "recompiles": recompiles,
         "gate": {"recompiles": recompiles["warmup"] + recompiles["steady"] + sum(recompiles["perturbations"])},
         "updates": [{"path": ["recompile", "perturbations", i, "recompiles"], "declared": declared.recompiles,
-                     "observed": len(outcome.step.recompiles)}
-                    for i, (outcome, declared) in enumerate(zip(run.perturbations, case.recompile.perturbations))],
-        "kernel_tables": [
-            {"observed": p.step.kernels, "count": k.count, "table": list(k.table), "version": k.torch_version,
-             "device": case.device, "pattern": k.pattern}
-            for p, k in zip(run.perturbations, case.perturbation_kernels) if p.step.recompiles],
+                     "observed": observed}
+                    for i, (observed, declared) in enumerate(zip(recompiles["perturbations"], case.recompile.perturbations))],
+        "kernel_tables": [table_entry(k, case.device, observed=p.step.kernels)
+                          for p, k in zip(run.perturbations, case.perturbation_kernels) if p.step.recompiles],
     }
 
 

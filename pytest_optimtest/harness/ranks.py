@@ -88,7 +88,7 @@ class RankPool:
     def __init__(self, world_size: int, backend: str, timeout_s: float) -> None:
         import torch.distributed as dist
 
-        self.world_size, self.timeout_s = world_size, timeout_s
+        self.world_size = world_size
         self._store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)
         self._folder = tempfile.TemporaryDirectory(prefix="optimtest-ranks-")
         self.folder = Path(self._folder.name)

@@ -62,6 +62,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     per_variant = _PerVariant(spec, locator, checks, torch_version)
     for index, entry in enumerate(spec.cases):
         where = ("cases", index)
+        line = locator.line(where)
         _check_values(entry.kwargs, (*where, "kwargs"), locator)
         for name in entry.schedulers if isinstance(entry.schedulers, list) else []:
             if name not in schedulers:
@@ -76,7 +77,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                     for closure in entry.closure or spec.closure:
                         variant = Variant(device, closure, scheduler, primary=index == 0 and combo == 0,
                                           distributed=entry.name in distributed)
-                        case = _make_case(spec, entry, locator, index, prefix, grid_values, kwargs,
+                        case = _make_case(spec, entry, locator, line, prefix, grid_values, kwargs,
                                           variant, per_variant)
                         if case.id in seen:
                             raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
@@ -114,14 +115,14 @@ def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], op
 
 
 class _PerVariant:
-    """What a case takes from its variant alone, worked out once per variant: a spec of 10,000
-    cases has a few dozen variants, and collection time is the user's."""
+    """What a case takes from its variant alone (its checks, their sections, an absent kernel
+    table's message), worked out once per variant: a spec of 10,000 cases has a few dozen
+    variants, and collection time is the user's."""
 
     def __init__(self, spec: Spec, locator: Locator, checks: Mapping[str, Any], torch_version: str) -> None:
         self.spec, self.locator, self.checks, self.torch_version = spec, locator, checks, torch_version
         self._applied: dict[Variant, tuple[str, ...]] = {}
         self._sections: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._lines: dict[int, int | None] = {}
         self._no_entry: dict[tuple, KernelExpectation] = {}
 
     def applied(self, variant: Variant, case_id: str) -> tuple[str, ...]:
@@ -134,11 +135,6 @@ class _PerVariant:
             self._sections[applied] = _sections(self.spec, self.checks, applied)
         return self._sections[applied]
 
-    def line(self, index: int) -> int | None:
-        if index not in self._lines:
-            self._lines[index] = self.locator.line(("cases", index))
-        return self._lines[index]
-
     def kernels(self, counts: dict, at: tuple, case_id: str, device: str) -> KernelExpectation:
         if counts.get(self.torch_version, {}).get(device):
             return _kernel_expectation(counts, at, self.locator, case_id, device, self.torch_version)
@@ -147,7 +143,7 @@ class _PerVariant:
         return self._no_entry[at, device]
 
 
-def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix: str,
+def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, prefix: str,
                grid_values: dict[str, Any], kwargs: dict[str, Any], variant: Variant,
                per_variant: _PerVariant) -> Case:
     device, closure, scheduler = variant.device, variant.closure, variant.scheduler
@@ -162,7 +158,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, index: int, prefix
     return Case(
         id=case_id,
         spec_path=locator.path,
-        line=per_variant.line(index),
+        line=line,
         optimizer=spec.optimizer,
         kwargs=kwargs,
         device=device,
