@@ -187,7 +187,11 @@ def test_init_fixes_or_drops_what_the_constructor_rejects(tmp_path, capsys):
     assert "name: exotic" not in text
 
 
-def test_benchmark_items_use_pytest_benchmark(pytester):
+def test_benchmark_items_use_pytest_benchmark(pytester, monkeypatch):
+    # under an outer xdist run, the inner pytest would inherit the worker's variable and
+    # pytest-benchmark would leave the JSON to a controller that does not exist
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(name, raising=False)
     pytester.makefile(".yaml", sgd="optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n")
     result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-benchmark", "--benchmark-json", "bench.json",
                                            "--benchmark-min-rounds", "3", "--benchmark-max-time", "0.05")
