@@ -9,7 +9,9 @@ Update mode knows no check: it reads two kinds of entries from the items' metric
 A ruamel.yaml round trip keeps comments and layout, as syrupy's --snapshot-update keeps
 snapshots. Only the running torch version's table entries are written. Minimal edits: an
 entry that every case it covered disagrees with the same way is changed; otherwise the
-cases that differ get exact-id entries; a missing table entry is created.
+cases that differ get exact-id entries; a missing table entry is created. Where the cases
+that fall to '*' (or to a table that does not exist yet) differ in groups, the groups get
+case-id globs (`*-foreach-*`) when a glob saves entries, as one writes such a table by hand.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def plan(records: list[dict[str, Any]]) -> Plan:
         for u in r["metrics"].get("updates", []):
             counts[(r["spec"], tuple(u["path"]), u["declared"])][r["case"]] = u["observed"]
     for key, observed in differing.items():
-        changes += _kernel_changes(key, declared[key], observed, all_differ=covered[key] == set(observed))
+        changes += _kernel_changes(key, declared[key], observed, covered[key])
     for (spec, path, want), observed in counts.items():
         values = set(observed.values())
         if len(values) > 1:
@@ -73,17 +75,78 @@ def plan(records: list[dict[str, Any]]) -> Plan:
     return Plan(changes, conflicts, _stale(records, set(covered)))
 
 
-def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], all_differ: bool) -> list[Change]:
-    """Edits for one table entry: move it when no case keeps its value, else add exact-id entries."""
+def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], covered: set[str]) -> list[Change]:
+    """Edits for one table entry, given the cases that observed something else than `declared`."""
     spec, table, version, device, pattern = key
     base = (*table, DoubleQuotedScalarString(version), device)
-    common = Counter(observed.values()).most_common(1)[0][0]
+    all_differ = covered == set(observed)
     if pattern in observed:  # an exact entry for that very case
         return [Change(spec, (*base, pattern), declared, observed[pattern])]
-    if pattern is None or all_differ:  # a new '*' entry, or a glob no covered case agrees with any more
-        head = [Change(spec, (*base, pattern or "*"), declared, common)]
-        return head + [Change(spec, (*base, case), None, n) for case, n in observed.items() if n != common]
-    return [Change(spec, (*base, case), None, n) for case, n in observed.items()]
+    if pattern not in (None, "*"):  # a glob: moved when no case keeps it, else exceptions to it
+        if not all_differ:
+            return [Change(spec, (*base, case), None, n) for case, n in sorted(observed.items())]
+        common = _most_common(observed)
+        head = [Change(spec, (*base, pattern), declared, common)]
+        return head + [Change(spec, (*base, case), None, n) for case, n in sorted(observed.items()) if n != common]
+    # '*', or no entry at all: new globs come after the table's own, so they only reach these cases
+    seen = {case: observed.get(case, declared) for case in sorted(covered)}
+    if pattern == "*" and not all_differ:
+        default, globs, exact = declared, *_table_for(seen, declared)
+    else:  # the '*' that needs the fewest entries; ties go to the count most cases saw
+        ranked = sorted(set(seen.values()), key=lambda n: (n != _most_common(seen), n))
+        default, globs, exact = min(((n, *_table_for(seen, n)) for n in ranked), key=lambda t: len(t[1]) + len(t[2]))
+    changes = [] if default == declared and pattern == "*" else [Change(spec, (*base, "*"), declared, default)]
+    changes += [Change(spec, (*base, glob), None, n) for glob, n in globs]
+    return changes + [Change(spec, (*base, case), None, n) for case, n in exact.items()]
+
+
+def _table_for(observed: dict[str, int], default: int) -> tuple[list[tuple[str, int]], dict[str, int]]:
+    """The globs under a '*' of `default`, and the exact entries still needed after them."""
+    globs = infer_globs(observed, default)
+    exact = {case: n for case, n in observed.items()
+             if n != next((count for glob, count in globs if _glob_matches(glob, case)), default)}
+    return globs, exact
+
+
+def infer_globs(observed: dict[str, int], default: int) -> list[tuple[str, int]]:
+    """Case-id globs `*-part-*` (in order, first match wins) for groups of cases whose count is not
+    `default`: greedily, the glob that saves the most entries, while one saves any. A glob's
+    cases that disagree with it cost an exact entry each, as do the cases it takes from `default`."""
+    unassigned = dict(observed)
+    chosen: list[tuple[str, int]] = []
+    while True:
+        best: tuple[int, str, int] | None = None
+        for glob in _candidate_globs(case for case, n in unassigned.items() if n != default):
+            matched = [n for case, n in unassigned.items() if _glob_matches(glob, case)]
+            count = _most_common(dict(enumerate(matched)))
+            saved = sum(n != default for n in matched) - sum(n != count for n in matched) - 1
+            if count != default and saved > 0 and (best is None or saved > best[0]):
+                best = (saved, glob, count)
+        if best is None:
+            return chosen
+        chosen.append(best[1:])
+        unassigned = {case: n for case, n in unassigned.items() if not _glob_matches(best[1], case)}
+
+
+def _candidate_globs(case_ids) -> list[str]:
+    """`*-part-*` and `*-part-part-*` for the parts between a case id's spec name and device."""
+    globs = set()
+    for case_id in case_ids:
+        parts = case_id.split("-")[1:-1]
+        for run in (*([p] for p in parts), *(parts[i:i + 2] for i in range(len(parts) - 1))):
+            if not any(c in part for part in run for c in "*?[]"):
+                globs.add("*-" + "-".join(run) + "-*")
+    return sorted(globs)
+
+
+def _glob_matches(glob: str, case_id: str) -> bool:
+    return glob[1:-1] in case_id  # '*-part-*': fnmatch's answer, without the pattern compile
+
+
+def _most_common(observed: dict[str, int]) -> int:
+    """The count most cases saw; ties go to the smaller count, so the answer is the same every run."""
+    tally = Counter(observed.values())
+    return min(tally, key=lambda n: (-tally[n], n))
 
 
 def _expectations(records: list[dict[str, Any]]):
@@ -110,6 +173,7 @@ def apply(changes: list[Change]) -> list[str]:
     """Write `changes` into their spec files; returns what was written, one line each."""
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
+    yaml.brace_single_entry_mapping_in_flow_sequence = True  # `[{tensor: 0.9}]` stays as written
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)  # "  - item", the style of the shipped specs
     written = []

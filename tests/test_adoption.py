@@ -84,6 +84,54 @@ def test_update_expected_refuses_a_partial_run_unless_forced(pytester):
     assert spec.read_text() != before
 
 
+def test_update_writes_globs_for_groups_of_cases_and_keeps_flow_style(tmp_path):
+    from pytest_optimtest import update
+
+    spec = tmp_path / "sgd.yaml"
+    spec.write_text("optimizer: torch.optim.SGD\nkwargs: {betas: [{tensor: 0.9}, {tensor: 0.99}]}\n")
+    # torch 2.11's CUDA counts for sgd.yaml's shape: 17 single-tensor cases at 4, 17 foreach at 1,
+    # and the momentum-like cases apart
+    observed = {f"sgd-c{i}-cuda": 4 for i in range(17)} | {f"sgd-c{i}-foreach-cuda": 1 for i in range(17)}
+    observed |= {"sgd-momentum-cuda": 8, "sgd-nesterov-cuda": 8, "sgd-momentum-foreach-cuda": 5,
+                 "sgd-momentum-nesterov-foreach-cuda": 2, "sgd-momentum-lr_tensor-foreach-cuda": 2}
+    entry = {"table": ["kernel_counts"], "version": "2.11", "device": "cuda", "pattern": None, "count": None}
+    records = [{"spec": str(spec), "case": case, "check": "kernel_count", "metrics": {"kernel_tables": [
+        {**entry, "observed": n}]}} for case, n in observed.items()]
+    planned = update.plan(records)
+    assert [str(c).split(": ", 1)[1] for c in planned.changes] == [
+        "kernel_counts['2.11'].cuda['*']: (none) -> 4",
+        "kernel_counts['2.11'].cuda['*-foreach-*']: (none) -> 1",
+        "kernel_counts['2.11'].cuda['sgd-momentum-cuda']: (none) -> 8",
+        "kernel_counts['2.11'].cuda['sgd-momentum-foreach-cuda']: (none) -> 5",
+        "kernel_counts['2.11'].cuda['sgd-momentum-lr_tensor-foreach-cuda']: (none) -> 2",
+        "kernel_counts['2.11'].cuda['sgd-momentum-nesterov-foreach-cuda']: (none) -> 2",
+        "kernel_counts['2.11'].cuda['sgd-nesterov-cuda']: (none) -> 8",
+    ]
+    update.apply(planned.changes)
+    text = spec.read_text()
+    assert "kwargs: {betas: [{tensor: 0.9}, {tensor: 0.99}]}" in text  # not `[tensor: 0.9, ...]`
+    # the table written gives every case its observed count, by the spec's own resolution rules
+    from ruamel.yaml import YAML
+
+    from pytest_optimtest.spec.expand import _kernel_expectation
+    from pytest_optimtest.spec.loader import Locator
+
+    table = YAML(typ="safe").load(text)["kernel_counts"]
+    for case, n in observed.items():
+        assert _kernel_expectation(table, ("kernel_counts",), Locator(str(spec), None), case, "cuda", "2.11").count == n
+    # a second run that observes the same changes nothing
+    assert update.plan([{**r, "metrics": {"kernel_tables": [{**r["metrics"]["kernel_tables"][0], **_entry_for(
+        table, r["case"])}]}} for r in records]).changes == []
+
+
+def _entry_for(table, case):
+    from pytest_optimtest.spec.expand import _kernel_expectation
+    from pytest_optimtest.spec.loader import Locator
+
+    k = _kernel_expectation(table, ("kernel_counts",), Locator("x", None), case, "cuda", "2.11")
+    return {"pattern": k.pattern, "count": k.count}
+
+
 def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
     pytester.makefile(".yaml", sgd=SGD.replace('"*": 99', '"*": 8').replace("sgd-momentum", "x"))
     summary = pytester.path / "summary.md"
