@@ -16,6 +16,7 @@ case-id globs (`*-foreach-*`) when a glob saves entries, as one writes such a ta
 
 from __future__ import annotations
 
+import io
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,8 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
     """Edits for one table entry, given the cases that observed something else than `declared`."""
     spec, table, version, device, pattern = key
     base = (*table, DoubleQuotedScalarString(version), device)
+    observed = {DoubleQuotedScalarString(case): n for case, n in observed.items()}  # case ids and globs quoted,
+    covered = {DoubleQuotedScalarString(case) for case in covered}  # as the shipped specs write them
     all_differ = covered == set(observed)
     if pattern in observed:  # an exact entry for that very case
         return [Change(spec, (*base, pattern), declared, observed[pattern])]
@@ -95,14 +98,15 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
     else:  # the '*' that needs the fewest entries; ties go to the count most cases saw
         ranked = sorted(set(seen.values()), key=lambda n: (n != _most_common(seen), n))
         default, globs, exact = min(((n, *_table_for(seen, n)) for n in ranked), key=lambda t: len(t[1]) + len(t[2]))
-    changes = [] if default == declared and pattern == "*" else [Change(spec, (*base, "*"), declared, default)]
+    star = DoubleQuotedScalarString("*")
+    changes = [] if default == declared and pattern == "*" else [Change(spec, (*base, star), declared, default)]
     changes += [Change(spec, (*base, glob), None, n) for glob, n in globs]
     return changes + [Change(spec, (*base, case), None, n) for case, n in exact.items()]
 
 
 def _table_for(observed: dict[str, int], default: int) -> tuple[list[tuple[str, int]], dict[str, int]]:
     """The globs under a '*' of `default`, and the exact entries still needed after them."""
-    globs = infer_globs(observed, default)
+    globs = [(DoubleQuotedScalarString(glob), n) for glob, n in infer_globs(observed, default)]
     exact = {case: n for case, n in observed.items()
              if n != next((count for glob, count in globs if _glob_matches(glob, case)), default)}
     return globs, exact
@@ -182,13 +186,33 @@ def apply(changes: list[Change]) -> list[str]:
         by_spec[change.spec].append(change)
     for spec, spec_changes in by_spec.items():
         path = Path(spec)
-        root = yaml.load(path.read_text())
+        original = path.read_text()
+        root = yaml.load(original)
         for change in spec_changes:
             _set(root, change.path, change.new)
             written.append(str(change))
-        with path.open("w") as f:
-            yaml.dump(root, f)
+        dumped = io.StringIO()
+        yaml.dump(root, dumped)
+        path.write_text(_splice(original, dumped.getvalue(), {change.path[0] for change in spec_changes}))
     return written
+
+
+def _splice(original: str, dumped: str, changed: set) -> str:
+    """`dumped`'s text for the top-level keys in `changed`, `original`'s for every other key: ruamel
+    lays out anew what it dumps (a flow list written over two lines comes back on one)."""
+    head, before = _top_level_blocks(original)
+    _, after = _top_level_blocks(dumped)
+    blocks = [after[key] if key in changed or key not in before else before[key] for key in after]
+    return head + "".join(block if block.endswith("\n") else block + "\n" for block in blocks)
+
+
+def _top_level_blocks(text: str) -> tuple[str, dict[Any, str]]:
+    """The text before the first top-level key, and each top-level key's lines (up to the next key)."""
+    root = YAML(typ="rt").load(text)
+    lines = text.splitlines(keepends=True)
+    starts = [root.lc.key(key)[0] for key in root]
+    ends = starts[1:] + [len(lines)]
+    return "".join(lines[:starts[0]]), {key: "".join(lines[s:e]) for key, s, e in zip(root, starts, ends)}
 
 
 def _get(node: Any, path: tuple) -> Any:

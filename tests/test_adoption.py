@@ -72,6 +72,18 @@ def test_update_expected_rewrites_counts_keeping_comments_and_reports_stale(pyte
     again.assert_outcomes(passed=8)
 
 
+def test_update_expected_writes_no_count_from_a_step_that_compiled_nothing(pytester):
+    # 0 kernels and 1 recompile are what a step dynamo skips shows, not counts to record
+    shutil.copy(ROOT / "tests" / "planted.py", pytester.path / "planted.py")
+    spec = pytester.makefile(".yaml", never="optimizer: planted:NeverCompiled\nkwargs: {lr: 0.1}\n"
+                                            "checks: [kernel_count, recompile]\n"
+                                            "recompile: {perturbations: [{set_lr: 0.02}]}\n")
+    before = spec.read_text()
+    result = pytester.runpytest_subprocess("--optim-spec", "never.yaml", "--optim-update-expected", "-p", "no:randomly")
+    result.assert_outcomes(failed=2)  # "not compiled"
+    assert "optimtest: updated" not in result.stdout.str() and spec.read_text() == before
+
+
 def test_update_expected_refuses_a_partial_run_unless_forced(pytester):
     spec = pytester.makefile(".yaml", sgd=SGD)
     before = spec.read_text()
@@ -88,7 +100,9 @@ def test_update_writes_globs_for_groups_of_cases_and_keeps_flow_style(tmp_path):
     from pytest_optimtest import update
 
     spec = tmp_path / "sgd.yaml"
-    spec.write_text("optimizer: torch.optim.SGD\nkwargs: {betas: [{tensor: 0.9}, {tensor: 0.99}]}\n")
+    kept = ("optimizer: torch.optim.SGD\nkwargs: {betas: [{tensor: 0.9}, {tensor: 0.99}]}\n"
+            "cases:\n  - name: x\n    schedulers: [StepLR,\n                 LinearLR]  # a flow list over two lines\n")
+    spec.write_text(kept)
     # torch 2.11's CUDA counts for sgd.yaml's shape: 17 single-tensor cases at 4, 17 foreach at 1,
     # and the momentum-like cases apart
     observed = {f"sgd-c{i}-cuda": 4 for i in range(17)} | {f"sgd-c{i}-foreach-cuda": 1 for i in range(17)}
@@ -109,7 +123,7 @@ def test_update_writes_globs_for_groups_of_cases_and_keeps_flow_style(tmp_path):
     ]
     update.apply(planned.changes)
     text = spec.read_text()
-    assert "kwargs: {betas: [{tensor: 0.9}, {tensor: 0.99}]}" in text  # not `[tensor: 0.9, ...]`
+    assert text.startswith(kept)  # what was not changed is not laid out anew by ruamel
     # the table written gives every case its observed count, by the spec's own resolution rules
     from ruamel.yaml import YAML
 

@@ -109,7 +109,7 @@ def _summary(run: CompiledRun) -> str:
 def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
     """Recompiles per phase, declared perturbation recompiles, and the kernels of each perturbation's recompile."""
     run = runs.peek("compiled", case.id)
-    if run is None:
+    if run is None or not run.graph_count:  # nothing compiled: no recompile count to report or write
         return {}
     recompiles = {"warmup": run.warmup_compiles - 1, "steady": sum(len(s.recompiles) for s in run.steady),
                   "perturbations": [len(p.step.recompiles) for p in run.perturbations]}
