@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from helpers import one_case
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
@@ -109,6 +110,14 @@ def test_super_step_keeps_torch_optims_grad_mode_where_grad_is_on(tmp_path):
     # run under the grad mode torch.optim's wrapper sets (no_grad), or its in-place ops fail
     case = one_case(tmp_path, "optimizer: planted:ClippedSGD\nkwargs: {lr: 0.1, momentum: 0.9}\n")
     assert "equal" in CHECKS["in_backward"].run(case, RunCache())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cudagraphs run on a CUDA device; this machine has none")
+def test_cudagraphs_records_one_graph_per_graph_dynamo_compiled(tmp_path):
+    assert "1 graph(s) recorded" in run("cudagraphs", case_for(tmp_path, "torch.optim.Adam", extra="devices: [cuda]"))
+    # a step that breaks the graph compiles several graphs, each recorded once: no re-record, no failure
+    broken = case_for(tmp_path, "planted:SkipZeroGradSGD", extra="devices: [cuda]")
+    assert "one per compiled graph" in run("cudagraphs", broken) and "1 graph(s)" not in run("cudagraphs", broken)
 
 
 def test_capturable_flipped_by_dynamo_on_cuda_groups_is_torchs_doing():

@@ -88,6 +88,19 @@ def test_mutated_shipped_specs(tmp_path, index, mutations):
     assert_only_spec_error(path)
 
 
+# what ruamel.yaml's int, float, bool and sexagesimal resolvers look at: a value made of these can
+# resolve to a number its constructor then fails on (`+_`)
+NUMBER_LIKE = st.text(alphabet="+-_.:0123456789eEoxXbBinfaINFA~", min_size=1, max_size=10)
+
+
+@FUZZ
+@given(value=NUMBER_LIKE, key=st.sampled_from(["kwargs: {lr: %s}", "steps: %s", "cases:\n  - name: %s", "%s: 1"]))
+def test_number_like_scalars(tmp_path, value, key):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text("optimizer: torch.optim.SGD\n" + key % value + "\n")
+    assert_only_spec_error(path)
+
+
 ALIAS_BOMB = """
 a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]
 b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
@@ -120,6 +133,9 @@ HOSTILE = {
     "not_utf8": (b"optimizer: torch.optim.SGD\nname: \xff\xfe\n", "not UTF-8"),
     "huge_file": ("optimizer: torch.optim.SGD\n" + "# padding\n" * 200_000, "larger than 1024 KiB"),
     "kind_not_a_string": ("kind: [1, 2]\n", "[kind] unknown kind"),
+    # ruamel.yaml resolves `+_` as an int and then fails on it (IndexError), found by the bytes fuzz on
+    # another Hypothesis version
+    "sign_and_underscore": ("optimizer: torch.optim.SGD\nkwargs: {lr: +_}\n", ":2: [kwargs.lr] not readable as YAML: the value '+_'"),
 }
 
 

@@ -14,6 +14,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from .errors import SpecError, did_you_mean, key_path
 from .schema import HookOrderFuzzSpec, HookOrderSpec, Spec
@@ -142,12 +143,39 @@ def _parse(path: str, text: str) -> Any:
         raise SpecError(path, line, "", f"not readable as YAML: {reason}") from None
     except RecursionError:
         raise SpecError(path, None, "", "nested too deeply to parse") from None
+    except SpecError:
+        raise
     except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
         digits = max(re.finditer(r"\d+", text), key=lambda m: len(m.group()), default=None)
         if digits is None or "digits" not in str(exc):
-            raise SpecError(path, None, "", f"not readable as YAML: {exc}") from None
+            raise _unconstructible(path, text, exc) from None
         line = text[:digits.start()].count("\n") + 1
         raise SpecError(path, line, "", f"a number of {len(digits.group()):,} digits is too large for a spec") from None
+    except Exception as exc:  # ruamel.yaml's own failure on a scalar it resolved (`+_` as an int: IndexError)
+        raise _unconstructible(path, text, exc) from None
+
+
+def _unconstructible(path: str, text: str, exc: Exception) -> SpecError:
+    """The scalar ruamel.yaml could not turn into a value, found by constructing each one alone
+    (the document is parsed already, and its size bounded by _prescan)."""
+    yaml = YAML(typ="rt")
+    stack: list[tuple[Any, tuple[object, ...]]] = [(yaml.compose(text), ())]
+    while stack:
+        node, parts = stack.pop()
+        if isinstance(node, ScalarNode):
+            try:
+                yaml.constructor.construct_object(node, deep=True)
+            except Exception:
+                return SpecError(path, node.start_mark.line + 1, key_path(parts),
+                                 f"not readable as YAML: the value {_short(node.value)!r} "
+                                 f"(tag {node.tag}) fails in ruamel.yaml: {type(exc).__name__}: {exc}")
+        elif isinstance(node, SequenceNode):
+            stack += [(item, (*parts, i)) for i, item in reversed(list(enumerate(node.value)))]
+        elif isinstance(node, MappingNode):
+            for key, value in reversed(node.value):
+                name = key.value if isinstance(key, ScalarNode) else "?"
+                stack += [(value, (*parts, name)), (key, parts)]
+    return SpecError(path, None, "", f"not readable as YAML: {type(exc).__name__}: {exc}")
 
 
 def load_spec(path: str | Path, sections: Mapping[str, type] | None = None
