@@ -97,8 +97,7 @@ def bench_main_job(cache_dir: str, workers: int = 1) -> dict[str, float | str]:
     # specs/ecosystem left out: CI's main job runs without its packages (one skip a spec), and a
     # machine that has them installed would otherwise time 66 more optimizers
     cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/", "-q", "-p", "no:cacheprovider", "--ignore", "specs/ecosystem"]
-    if workers > 1:
-        cmd += ["-n", str(workers)]
+    cmd += ["-n", str(workers) if workers > 1 else "0"]  # -n 0: serial, whatever the ini's addopts say
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
@@ -114,7 +113,7 @@ def bench_peer(cache_dir: str, fresh_peer_cache: bool) -> dict[str, float | str]
     recipe over the same cases, each in its own process with the given inductor cache dir."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
     ours_cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/torch_optim", "-q", "-p", "no:cacheprovider",
-                "--optim-device", "cpu", "-k", "(parity or kernel_count) and not fuzz"]
+                "--optim-device", "cpu", "-k", "(parity or kernel_count) and not fuzz", "-n", "0"]
     start = time.perf_counter()
     ours = subprocess.run(ours_cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     ours_wall = time.perf_counter() - start
