@@ -88,7 +88,7 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
     if pattern not in (None, "*"):  # a glob: moved when no case keeps it, else exceptions to it
         if not all_differ:
             return [Change(spec, (*base, case), None, n) for case, n in sorted(observed.items())]
-        common = _most_common(observed)
+        common = _most_common(observed.values())
         head = [Change(spec, (*base, pattern), declared, common)]
         return head + [Change(spec, (*base, case), None, n) for case, n in sorted(observed.items()) if n != common]
     # '*', or no entry at all: new globs come after the table's own, so they only reach these cases
@@ -96,7 +96,7 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
     if pattern == "*" and not all_differ:
         default, globs, exact = declared, *_table_for(seen, declared)
     else:  # the '*' that needs the fewest entries; ties go to the count most cases saw
-        ranked = sorted(set(seen.values()), key=lambda n: (n != _most_common(seen), n))
+        ranked = sorted(set(seen.values()), key=lambda n: (n != _most_common(seen.values()), n))
         default, globs, exact = min(((n, *_table_for(seen, n)) for n in ranked), key=lambda t: len(t[1]) + len(t[2]))
     star = DoubleQuotedScalarString("*")
     changes = [] if default == declared and pattern == "*" else [Change(spec, (*base, star), declared, default)]
@@ -122,7 +122,7 @@ def infer_globs(observed: dict[str, int], default: int) -> list[tuple[str, int]]
         best: tuple[int, str, int] | None = None
         for glob in _candidate_globs(case for case, n in unassigned.items() if n != default):
             matched = [n for case, n in unassigned.items() if _glob_matches(glob, case)]
-            count = _most_common(dict(enumerate(matched)))
+            count = _most_common(matched)
             saved = sum(n != default for n in matched) - sum(n != count for n in matched) - 1
             if count != default and saved > 0 and (best is None or saved > best[0]):
                 best = (saved, glob, count)
@@ -147,9 +147,9 @@ def _glob_matches(glob: str, case_id: str) -> bool:
     return glob[1:-1] in case_id  # '*-part-*': fnmatch's answer, without the pattern compile
 
 
-def _most_common(observed: dict[str, int]) -> int:
-    """The count most cases saw; ties go to the smaller count, so the answer is the same every run."""
-    tally = Counter(observed.values())
+def _most_common(counts) -> int:
+    """The count seen most often; ties go to the smaller count, so the answer is the same every run."""
+    tally = Counter(counts)
     return min(tally, key=lambda n: (-tally[n], n))
 
 
