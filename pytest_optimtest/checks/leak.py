@@ -35,9 +35,13 @@ def check_no_leak(case, runs) -> str:
             gc.collect()
             survivors = [r() for r in refs if r() is not None]
             if survivors:
+                count, holder = len(survivors), _holders(survivors[0])
+                del survivors
+                if not holder.startswith("the global"):
+                    holder += _freed_by_dynamo_reset(refs)
                 raise AssertionError(
-                    f"{case.id}: leak: {len(survivors)} of {len(refs)} params outlive the model, the optimizer and the "
-                    f"compiled step, even after gc.collect(); held by: {_holders(survivors[0])}"
+                    f"{case.id}: leak: {count} of {len(refs)} params outlive the model, the optimizer and the "
+                    f"compiled step, even after gc.collect(); held by: {holder}"
                 )
             # Not a leak: dynamo lifts a third-party optimizer's params into the compiled GraphModule,
             # whose graph/node cycle holds them until the next gc pass (torch.optim's own params are
@@ -57,19 +61,45 @@ def _compile_and_drop(case) -> tuple[list[weakref.ref], int]:
     return [weakref.ref(p) for p in model.parameters()], torch_api.captured_graph_count()
 
 
+MAX_DEPTH = 8  # referrer levels searched for the global that keeps a survivor alive
+MAX_WIDTH = 200  # referrers followed per level
+
+
 def _holders(obj: Any) -> str:
-    """What refers to `obj`: module globals by name, other containers by type."""
-    found = []
-    for referrer in gc.get_referrers(obj):
-        if isinstance(referrer, type(sys._getframe())):
-            continue
-        found.append(_global_name(referrer) or type(referrer).__name__)
-    return ", ".join(sorted(set(found))) or "nothing visible to gc (a C extension?)"
+    """What keeps `obj` alive: the module global its referrers lead up to, else the types that
+    refer to it directly."""
+    modules = {id(vars(m)): m.__name__ for m in list(sys.modules.values()) if isinstance(getattr(m, "__dict__", None), dict)}
+    frame = type(sys._getframe())
+    seen, level, direct = {id(obj)}, [obj], None
+    for _ in range(MAX_DEPTH):
+        up: list[Any] = []
+        for held in level:
+            for referrer in gc.get_referrers(held):
+                if referrer is level or referrer is up or isinstance(referrer, frame) or id(referrer) in seen:
+                    continue
+                if id(referrer) in modules:
+                    name = next((k for k, v in list(referrer.items()) if v is held), "?")
+                    return _global_holder(modules[id(referrer)], name)
+                seen.add(id(referrer))
+                up.append(referrer)
+        direct = direct if direct is not None else sorted({type(r).__name__ for r in up})
+        level = up[:MAX_WIDTH]
+    return ", ".join(direct or []) or "nothing visible to gc (a C extension?)"
 
 
-def _global_name(container: Any) -> str | None:
-    for module in list(sys.modules.values()):
-        for name, value in list(getattr(module, "__dict__", {}).items()):
-            if value is container:
-                return f"the global {module.__name__}.{name}"
-    return None
+def _freed_by_dynamo_reset(refs: list[weakref.ref]) -> str:
+    """Where no gc-visible root holds them: whether dropping dynamo's compiled code frees them."""
+    torch_api.reset_compile_state()
+    gc.collect()
+    if any(r() is not None for r in refs):
+        return ""
+    return (" (no root gc can see) and torch._dynamo.reset() frees them, torch's doing: dynamo's compile cache keeps "
+            "the graphs that lifted the params after the optimizer is gone, until a reset")
+
+
+def _global_holder(module: str, name: str) -> str:
+    if name.startswith("__compiled_fn"):
+        return (f"the global {module}.{name}, torch's doing: dynamo installs each graph it compiles as a global of "
+                f"the module whose code it traced (here {module}, after a graph break there), that graph keeps "
+                "the params it lifted, and torch._dynamo.reset() leaves the global in place")
+    return f"the global {module}.{name}"

@@ -60,9 +60,14 @@ INT_STEP = ("group['step'] is a Python int that step increments: dynamo guards i
 LOAD_TWICE = ("loading a state_dict into the compiled optimizer recompiles twice, not once: step adds group['step'] "
               "lazily, so dynamo's guard on len(param_groups[0]) fails for the loaded group and again once step has "
               "added the key (the optimizer's doing). Repro: {R} load {path}")
-LEAK = ("params outlive model, optimizer and compiled step after gc.collect() and torch._dynamo.reset(), held by a "
-        "list and a dict; seen only with this step's graph break (a planted .item() break frees them); holder not "
-        "identified. Repro: {R} leak {path}")
+LEAK_GLOBAL = ("params outlive model, optimizer and compiled step after gc.collect() and torch._dynamo.reset(): held by "
+               "dynamo's __compiled_fn_* globals in the optimizer's module, installed when the step breaks the graph "
+               "in a helper of that module; their graphs keep the params they lifted (torch's doing). "
+               "Repro: {R} leak {path}")
+LEAK_CACHE = ("params outlive model, optimizer and compiled step after gc.collect(), held where gc cannot see until "
+              "torch._dynamo.reset() frees them: dynamo's compile cache keeps the graphs compiled around the step's "
+              "graph break, with the params they lifted, after the optimizer is gone (torch's doing). "
+              "Repro: {R} leak {path}")
 BREAKS = "the step breaks the graph ({why}; the honest graph_breaks verdict). Repro: {R} compile {path}"
 ALIAS = ("compiled params differ from eager (repro: max abs diff ~1-2 after 6 steps; no graph break): the momentum "
          "buffers are created with zeros_like inside the compiled step and updated in place with the grad, the "
@@ -83,8 +88,8 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
     no_graph = lambda kind: [(ALL, f(NO_GRAPH, **kind))]  # noqa: E731
     po_int = [(["recompile"], f(INT_STEP)), (["state_dict"], f(LOAD_TWICE))]
     crash = lambda checks, what: [(checks, f(what + " Repro: {R} compile {path}"))]  # noqa: E731
-    leak_break = lambda why: [(["graph_breaks"], f(BREAKS, why=why)), (["no_leak"], f(LEAK))]  # noqa: E731
-    heavyball = [(["graph_breaks"], f(HEAVYBALL_BREAK)), (["state_dict"], f(HEAVYBALL_STATE)), (["no_leak"], f(LEAK))]
+    leak_break = lambda why, leak: [(["graph_breaks"], f(BREAKS, why=why)), (["no_leak"], f(leak))]  # noqa: E731
+    heavyball = [(["graph_breaks"], f(HEAVYBALL_BREAK)), (["state_dict"], f(HEAVYBALL_STATE)), (["no_leak"], f(LEAK_CACHE))]
     return {
         **{f"dadaptation:{c}": no_graph(ITEM) for c in ("DAdaptAdam", "DAdaptSGD", "DAdaptAdaGrad", "DAdaptAdan", "DAdaptLion")},
         "prodigyopt:Prodigy": no_graph(BRANCH),
@@ -95,8 +100,8 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
             "Grams", "LaProp", "Lamb", "PNM", "Yogi")},
         **{f"pytorch_optimizer:{c}": [(["state_dict"], f(LOAD_TWICE))] for c in (
             "FAdam", "Kate", "Lion", "NovoGrad", "SGDW", "SignSGD", "StableAdamW", "Tiger")},
-        **{f"pytorch_optimizer:{c}": po_int + leak_break("'Data dependent operator'") for c in ("AvaGrad", "MADGRAD")},
-        **{f"{m}:{c}": leak_break("'Data-dependent branching' in _projection: if cosine_sim.max() < delta / ...")
+        **{f"pytorch_optimizer:{c}": po_int + leak_break("'Data dependent operator'", LEAK_CACHE) for c in ("AvaGrad", "MADGRAD")},
+        **{f"{m}:{c}": leak_break("'Data-dependent branching' in _projection: if cosine_sim.max() < delta / ...", LEAK_GLOBAL)
            for m, c in (("pytorch_optimizer", "AdamP"), ("torch_optimizer", "AdamP"), ("torch_optimizer", "SGDP"))},
         **{f"schedulefree:{c}": [(["recompile"], f(
             "the step keeps Python floats in its group (weight_sum, lr_max, k) that change every step: dynamo guards "

@@ -22,6 +22,8 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from pytest_optimtest.checks.leak import _holders  # the no_leak check's own search for what keeps a param alive
+
 recompiles = []
 logging.getLogger("torch._dynamo.guards.__recompiles").addHandler(
     type("H", (logging.Handler,), {"emit": lambda self, r: recompiles.append(r.getMessage())})())
@@ -100,11 +102,12 @@ def leak_mode(path):
     gc.collect()
     alive = [r() for r in refs if r() is not None]
     print(f"{len(alive)} of {len(refs)} params alive after gc.collect()")
+    if alive:
+        print("held by:", _holders(alive[0]))
+    del alive  # before the reset: this list would keep them alive itself
     torch._dynamo.reset()
     gc.collect()
     print(f"{sum(r() is not None for r in refs)} alive after torch._dynamo.reset() and gc.collect()")
-    for p in alive[:1]:
-        print("held by:", [type(h).__name__ for h in gc.get_referrers(p) if h is not alive])
 
 
 def load_mode(path):
