@@ -57,6 +57,16 @@ def test_kernel_expectations_exact_then_glob_then_star(tmp_path):
     assert other["adam-default-cpu"].count is None and "add kernel_counts['9.9'].cpu" in other["adam-default-cpu"].where
 
 
+def test_rules_hold_for_the_torch_versions_they_name(tmp_path):
+    # a torch bug seen on one release is an expected failure there, and a failure anywhere else
+    text = ("optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nxfail:\n  - torch: ['2.11']\n    checks: [parity]\n"
+            "    reason: torch 2.11 breaks the graph\nskip:\n  - torch: ['2.11', '2.12']\n    reason: not on these\n")
+    (on_211,) = cases_from(tmp_path, text, "2.11")
+    (on_213,) = cases_from(tmp_path, text, "2.13")
+    assert on_211.xfail == {"parity": "torch 2.11 breaks the graph"} and "parity" in on_211.skip
+    assert on_213.xfail == {} and on_213.skip == {}
+
+
 def test_every_build_makes_fresh_tensors(tmp_path):
     # PyTorch hands one tensor lr to all scheduler variants and the eager scheduler mutates it.
     cases = [c for c in cases_from(tmp_path, SPEC) if c.scheduler]

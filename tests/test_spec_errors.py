@@ -98,6 +98,12 @@ def test_unquoted_torch_version(tmp_path):
     assert err.key == "kernel_counts" and "quote torch versions" in str(err)
 
 
+def test_unquoted_torch_version_in_a_rule(tmp_path):
+    err = error_of(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n"
+                             "xfail:\n  - torch: [2.10]\n    reason: a torch bug\n")
+    assert err.line == 4 and err.key.startswith("xfail[0].torch") and "quote torch versions: '2.1'" in str(err)
+
+
 def test_duplicate_ids_are_an_error(tmp_path):
     # PyTorch's own matrix names 'default' and 'non-default lr' alike, and one silently replaces the other.
     err = error_of(tmp_path, """

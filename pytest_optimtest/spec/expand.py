@@ -38,6 +38,9 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                          checks=("fuzz_hook_order",))]
     optimizer_cls = _resolve_optimizer(spec.optimizer, locator)
     _check_names(spec, locator, check_names)
+    spec = spec.model_copy(update={  # the running torch's rules only
+        "skip": [r for r in spec.skip if r.torch is None or torch_version in r.torch],
+        "xfail": [r for r in spec.xfail if r.torch is None or torch_version in r.torch]})
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
     for name, kwargs in spec.schedulers.items():
         _check_values(kwargs, ("schedulers", name), locator)

@@ -27,12 +27,23 @@ class Tolerance(_Strict):
 
 
 class Rule(_Strict):
-    """Selects generated tests by case-id glob, devices and checks; a reason is required."""
+    """Selects generated tests by case-id glob, devices, checks and torch versions; a reason is required."""
 
     cases: str = Field("*", description="fnmatch pattern over case ids, e.g. '*-tensor_lr-*'")
     devices: list[Device] | None = None
     checks: list[str] | None = None
+    torch: list[Any] | None = Field(None, description="torch versions the rule holds for, e.g. ['2.11'] (a torch bug fixed later)")
     reason: str = Field(min_length=1)
+
+    @field_validator("torch")
+    @classmethod
+    def _versions(cls, versions: list[Any] | None) -> list[Any] | None:
+        for version in versions or ():
+            if not isinstance(version, str):
+                raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
+            if not TORCH_VERSION.match(version):
+                raise ValueError(f"torch versions look like '2.13', got {version!r}")
+        return versions
 
 
 class GridAxis(_Strict):
