@@ -96,7 +96,8 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
     if pattern == "*" and not all_differ:
         default, globs, exact = declared, *_table_for(seen, declared)
     else:  # the '*' that needs the fewest entries; ties go to the count most cases saw
-        ranked = sorted(set(seen.values()), key=lambda n: (n != _most_common(seen.values()), n))
+        common = _most_common(seen.values())
+        ranked = sorted(set(seen.values()), key=lambda n: (n != common, n))
         default, globs, exact = min(((n, *_table_for(seen, n)) for n in ranked), key=lambda t: len(t[1]) + len(t[2]))
     star = DoubleQuotedScalarString("*")
     changes = [] if default == declared and pattern == "*" else [Change(spec, (*base, star), declared, default)]
@@ -188,27 +189,24 @@ def apply(changes: list[Change]) -> list[str]:
         path = Path(spec)
         original = path.read_text()
         root = yaml.load(original)
+        head, before = _top_level_blocks(original, root)  # before the changes add keys without line marks
         for change in spec_changes:
             _set(root, change.path, change.new)
             written.append(str(change))
         dumped = io.StringIO()
         yaml.dump(root, dumped)
-        path.write_text(_splice(original, dumped.getvalue(), {change.path[0] for change in spec_changes}))
+        _, after = _top_level_blocks(dumped.getvalue(), YAML(typ="rt").load(dumped.getvalue()))
+        changed = {change.path[0] for change in spec_changes}
+        # ruamel lays out anew what it dumps (a flow list written over two lines comes back on one):
+        # the dumped text for the top-level keys that changed, the original's for every other
+        blocks = [after[key] if key in changed or key not in before else before[key] for key in after]
+        path.write_text(head + "".join(block if block.endswith("\n") else block + "\n" for block in blocks))
     return written
 
 
-def _splice(original: str, dumped: str, changed: set) -> str:
-    """`dumped`'s text for the top-level keys in `changed`, `original`'s for every other key: ruamel
-    lays out anew what it dumps (a flow list written over two lines comes back on one)."""
-    head, before = _top_level_blocks(original)
-    _, after = _top_level_blocks(dumped)
-    blocks = [after[key] if key in changed or key not in before else before[key] for key in after]
-    return head + "".join(block if block.endswith("\n") else block + "\n" for block in blocks)
-
-
-def _top_level_blocks(text: str) -> tuple[str, dict[Any, str]]:
-    """The text before the first top-level key, and each top-level key's lines (up to the next key)."""
-    root = YAML(typ="rt").load(text)
+def _top_level_blocks(text: str, root: Any) -> tuple[str, dict[Any, str]]:
+    """The text before the first top-level key, and each top-level key's lines (up to the next key),
+    from `root`, the document `text` loads to."""
     lines = text.splitlines(keepends=True)
     starts = [root.lc.key(key)[0] for key in root]
     ends = starts[1:] + [len(lines)]

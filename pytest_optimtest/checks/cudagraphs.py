@@ -6,8 +6,8 @@ import torch
 
 from ..harness import torch_api
 from ..harness.builder import compile_step, make_optimizer, model_with_grads
-from ..harness.isolation import isolated_case
 from ..harness.guards import require_compiled
+from ..harness.isolation import isolated_case
 from .base import NotApplicable
 
 

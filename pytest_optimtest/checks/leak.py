@@ -35,9 +35,10 @@ def check_no_leak(case, runs) -> str:
             gc.collect()
             survivors = [r() for r in refs if r() is not None]
             if survivors:
-                count, holder = len(survivors), _holders(survivors[0])
+                count, (rooted, direct) = len(survivors), _trace_holder(survivors[0])
+                holder = rooted or direct
                 del survivors
-                if not holder.startswith("the global"):
+                if rooted is None:
                     holder += _freed_by_dynamo_reset(refs)
                 raise AssertionError(
                     f"{case.id}: leak: {count} of {len(refs)} params outlive the model, the optimizer and the "
@@ -68,6 +69,13 @@ MAX_WIDTH = 200  # referrers followed per level
 def _holders(obj: Any) -> str:
     """What keeps `obj` alive: the module global its referrers lead up to, else the types that
     refer to it directly."""
+    rooted, direct = _trace_holder(obj)
+    return rooted or direct
+
+
+def _trace_holder(obj: Any) -> tuple[str | None, str]:
+    """The module global `obj`'s referrers lead up to (dynamo's own named as torch's), or None;
+    and the types of its direct referrers."""
     modules = {id(vars(m)): m.__name__ for m in list(sys.modules.values()) if isinstance(getattr(m, "__dict__", None), dict)}
     frame = type(sys._getframe())
     seen, level, direct = {id(obj)}, [obj], None
@@ -79,12 +87,12 @@ def _holders(obj: Any) -> str:
                     continue
                 if id(referrer) in modules:
                     name = next((k for k, v in list(referrer.items()) if v is held), "?")
-                    return _global_holder(modules[id(referrer)], name)
+                    return _global_holder(modules[id(referrer)], name), ""
                 seen.add(id(referrer))
                 up.append(referrer)
-        direct = direct if direct is not None else sorted({type(r).__name__ for r in up})
+        direct = direct if direct is not None else ", ".join(sorted({type(r).__name__ for r in up}))
         level = up[:MAX_WIDTH]
-    return ", ".join(direct or []) or "nothing visible to gc (a C extension?)"
+    return None, direct or "nothing visible to gc (a C extension?)"
 
 
 def _freed_by_dynamo_reset(refs: list[weakref.ref]) -> str:

@@ -39,10 +39,7 @@ class Rule(_Strict):
     @classmethod
     def _versions(cls, versions: list[Any] | None) -> list[Any] | None:
         for version in versions or ():
-            if not isinstance(version, str):
-                raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
-            if not TORCH_VERSION.match(version):
-                raise ValueError(f"torch versions look like '2.13', got {version!r}")
+            _check_torch_version(version, "torch versions")
         return versions
 
 
@@ -95,15 +92,19 @@ class InBackwardSpec(_Strict):
 KernelTable = dict[str, dict[Device, dict[str, int]]]
 
 
+def _check_torch_version(version: Any, what: str) -> None:
+    if not isinstance(version, str):
+        raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
+    if not TORCH_VERSION.match(version):
+        raise ValueError(f"{what} like '2.13', got {version!r}")
+
+
 def _kernel_table(counts: Any) -> Any:
     """Validate torch-version keys and expand the `device: N` shorthand to `device: {'*': N}`."""
     if not isinstance(counts, dict):
         return counts
     for version, per_device in counts.items():
-        if not isinstance(version, str):
-            raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
-        if not TORCH_VERSION.match(version):
-            raise ValueError(f"kernel_counts keys are torch versions like '2.13', got {version!r}")
+        _check_torch_version(version, "kernel_counts keys are torch versions")
         if isinstance(per_device, dict):
             counts[version] = {d: {"*": n} if isinstance(n, int) else n for d, n in per_device.items()}
     return counts
