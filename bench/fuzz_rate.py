@@ -20,9 +20,8 @@ def rate(optimizer: str, examples: int, dynamic: bool) -> tuple[float, str]:
     from hypothesis import settings
 
     from pytest_optimtest.checks import CHECKS
-    from pytest_optimtest.harness.properties import register_profiles
+    from pytest_optimtest.harness.hypothesis_runs import register_profiles
     from pytest_optimtest.harness.run_cache import RunCache
-    from pytest_optimtest.spec import expand, load_spec
 
     register_profiles()
     settings.load_profile("ci")  # derandomized: both runs see the same examples
@@ -34,7 +33,7 @@ def rate(optimizer: str, examples: int, dynamic: bool) -> tuple[float, str]:
         fuzz: {{parity: {{examples: {{ci: {examples}}}, dynamic: {str(dynamic).lower()}}}}}
         checks: [fuzz_parity]
     """))
-    (fuzz,) = [c for c in expand(*load_spec(spec), CHECKS) if c.id.endswith("-fuzz-cpu")]
+    (fuzz,) = [c for c in CHECKS.cases(spec) if c.id.endswith("-fuzz-cpu")]
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
     start = time.perf_counter()
     summary = CHECKS["fuzz_parity"].run(fuzz, RunCache())

@@ -24,12 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def torch_optim_cpu_cases() -> list:
     sys.path.insert(0, str(ROOT))
     from pytest_optimtest.checks import CHECKS
-    from pytest_optimtest.spec import expand, load_spec
 
     cases = []
     for path in sorted((ROOT / "specs" / "torch_optim").glob("*.yaml")):
-        spec, locator = load_spec(path)
-        cases += [c for c in expand(spec, locator, CHECKS) if getattr(c, "device", None) == "cpu" and "parity" in c.checks]
+        cases += [c for c in CHECKS.cases(path) if getattr(c, "device", None) == "cpu" and "parity" in c.checks]
     return cases
 
 

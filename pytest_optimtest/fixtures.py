@@ -22,6 +22,7 @@ from .harness.devices import selected_devices, unavailable_reason
 if TYPE_CHECKING:  # this module is loaded in every session: torch and the spec code load on use
     import torch
 
+    from .checks import Registry
     from .spec import Case, SpecError
 
 MARKER = "optim_spec"
@@ -29,12 +30,12 @@ MARKER = "optim_spec"
 
 def parametrize_from_marker(metafunc: pytest.Metafunc, marker: Any) -> None:
     """Parametrize `optim_case` over the marker's cases; a marker naming none errors its test alone."""
-    from .session import session_checks
+    from .session import registry_for  # the session and spec code import torch: loaded on use
     from .spec import SpecError
 
     try:
         cases = cases_for_marker(marker, Path(str(metafunc.definition.path)), metafunc.config.rootpath,
-                                 session_checks(metafunc.config))
+                                 registry_for(metafunc.config))
     except (SpecError, ValueError) as exc:  # this test errors at setup; the rest of the session runs
         metafunc.parametrize("optim_case", [MarkerError(spec_error_text(exc))], ids=["invalid-optim_spec"], indirect=True)
         return
@@ -43,11 +44,10 @@ def parametrize_from_marker(metafunc: pytest.Metafunc, marker: Any) -> None:
     metafunc.parametrize("optim_case", cases, ids=[c.id for c in cases], indirect=True)
 
 
-def cases_for_marker(marker: Any, test_file: Path, rootdir: Path, checks: Any = None) -> list[Case]:
+def cases_for_marker(marker: Any, test_file: Path, rootdir: Path, registry: Registry | None = None) -> list[Case]:
     """The cases `@pytest.mark.optim_spec(path, case=glob)` names: path relative to the test
     file's folder, else to the rootdir; ValueError/SpecError when it names nothing."""
-    from .cases import load_cases
-    from .spec import Case
+    from .cases import load_cases  # the spec code imports torch: loaded when a test uses the marker
 
     if not marker.args:
         raise ValueError("@pytest.mark.optim_spec needs a spec path: optim_spec('specs/lion.yaml', case='*')")
@@ -56,7 +56,7 @@ def cases_for_marker(marker: Any, test_file: Path, rootdir: Path, checks: Any = 
     if path is None:
         raise ValueError(f"@pytest.mark.optim_spec: no spec file {str(raw)!r} next to {test_file.name} or under {rootdir}")
     pattern = marker.kwargs.get("case", "*")
-    cases = [c for c in load_cases(path, checks) if isinstance(c, Case) and fnmatch.fnmatchcase(c.id, pattern)]
+    cases = [c for c in load_cases(path, registry) if fnmatch.fnmatchcase(c.id, pattern)]
     if not cases:
         raise ValueError(f"@pytest.mark.optim_spec: no case of {path} matches {pattern!r}")
     return cases

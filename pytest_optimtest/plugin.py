@@ -2,7 +2,7 @@
 
 Every pytest session of a machine with the package installed loads this module, so it
 imports neither torch nor Hypothesis. A session that has specs (`--optim-spec` or the
-`optim_spec` ini option) registers `spec_plugin`, which does the work; the marker and the
+`optim_spec` ini option) registers its `session`, which does the work; the marker and the
 fixtures import what they need when a test uses them.
 """
 
@@ -16,9 +16,9 @@ from . import fixtures
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hooks
+    from . import hookspecs
 
-    pluginmanager.add_hookspecs(hooks)
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if roots:
         # import_module, not `from . import`: pytester's in-process runs drop modules from
         # sys.modules between runs, and the package attribute would hand back the stale one.
-        importlib.import_module(f"{__package__}.spec_plugin").activate(config, roots)
+        importlib.import_module(f"{__package__}.session").activate(config, roots)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

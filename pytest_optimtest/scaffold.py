@@ -109,8 +109,8 @@ def _properties(cls: type) -> list[str]:
 
 
 def write_starter_spec(optimizer: str, output: Path | None) -> int:
-    from .checks import CHECKS
-    from .spec import SpecError, expand, load_spec
+    from .cases import project_registry
+    from .spec import SpecError
 
     try:
         filename, text = starter_spec(optimizer)
@@ -126,7 +126,7 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         return 1
     path.write_text(text)
     try:
-        cases = expand(*load_spec(path), CHECKS)
+        cases = project_registry(path).cases(path)
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
         print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
         return 1

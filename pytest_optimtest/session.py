@@ -1,69 +1,283 @@
-"""One pytest session's spec run, held on the pytest config (as pytest-benchmark and syrupy do):
-its own registry of checks, the run cache, per-item outcomes and the results. Nothing global."""
+"""One pytest session's spec run. The session object is the plugin: pytest calls its hooks, each a
+line or three into its own methods, and the items call it to run their checks. It owns the
+registry of checks, the run cache, the outcomes (for prerequisites), the results and what
+happens at the end: the summary, the JSON report, the baseline gate and update mode.
+Nothing global: it lives on the pytest config, as pytest-benchmark's and syrupy's sessions do."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .checks import CHECKS, Check, RegistryError, register
-from .harness.run_cache import RunCache
-from .report import Results
+from . import report as reporting
+from . import update
+from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError
+from .checks.registry import entry_point_checks
+from .harness.devices import selected_devices, unavailable_reason
+from .harness.hypothesis_runs import register_profiles
+from .harness.run_cache import CaseKey, RunCache
+from .items import SESSION_PLUGIN, CheckItem, SpecFile
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+SESSION = pytest.StashKey["OptimtestSession"]()
+_REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without specs (fixtures and markers only)
 
 
-@dataclass
-class OptimtestSession:
-    """What a session with specs holds, from configure to the terminal summary."""
-
-    roots: list[Path]
-    checks: dict[str, Check] = field(default_factory=lambda: dict(CHECKS))  # built-in, then third-party
-    runs: RunCache = field(default_factory=RunCache)
-    results: Results = field(default_factory=Results)
-    remaining: Counter = field(default_factory=Counter)  # case id -> its items not yet torn down
-    outcomes: dict = field(default_factory=dict)  # (case id, check) -> None (passed) or why not
-    absent: Counter = field(default_factory=Counter)  # (device, why unavailable) -> items not generated
-    messages: list[str] = field(default_factory=list)  # lines for the terminal summary
-    partial: bool = False  # some generated items were deselected
-    check_seconds: float = 0.0
-
-    def add_checks(self, checks: list[Check]) -> None:
-        """Register third-party checks for this session only (RegistryError on a bad one)."""
-        for check in checks:
-            register(check, self.checks)
-
-
-ENTRY_POINT_GROUP = "pytest_optimtest.checks"
-SESSION = pytest.StashKey[OptimtestSession]()
-_CHECKS = pytest.StashKey[dict]()  # the registry of a session without specs (fixtures and markers only)
+def activate(config: pytest.Config, roots: list[Path]) -> None:
+    """Set this session up to run the specs under `roots` (called from the entry point's configure)."""
+    session = config.stash[SESSION] = OptimtestSession(config, roots, registry_for(config))
+    config.pluginmanager.register(session, SESSION_PLUGIN)
 
 
 def third_party_checks(config: pytest.Config) -> list[Check]:
     """Checks from the `pytest_optimtest_checks` hook and the `pytest_optimtest.checks` entry points."""
-    from importlib.metadata import entry_points
-
-    found = [c for checks in config.hook.pytest_optimtest_checks() for c in (checks or [])]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        loaded = ep.load()
-        loaded = loaded() if callable(loaded) and not hasattr(loaded, "applies_to") else loaded
-        found += list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
-    return found
+    return [c for checks in config.hook.pytest_optimtest_checks() for c in (checks or [])] + entry_point_checks()
 
 
-def session_checks(config: pytest.Config) -> Mapping[str, Check]:
-    """This session's checks: the spec run's registry, or (in a session without specs) the
-    built-in ones plus the third-party ones, registered once."""
+def registry_for(config: pytest.Config) -> Registry:
+    """This session's checks: the built-in ones plus the third-party ones, registered once."""
     if SESSION in config.stash:
-        return config.stash[SESSION].checks
-    if _CHECKS not in config.stash:
-        registry = dict(CHECKS)
+        return config.stash[SESSION].registry
+    if _REGISTRY not in config.stash:
         try:
-            for check in third_party_checks(config):
-                register(check, registry)
+            config.stash[_REGISTRY] = CHECKS.with_checks(third_party_checks(config))
         except RegistryError as exc:
             raise pytest.UsageError(f"pytest-optimtest: cannot register check: {exc}") from None
-        config.stash[_CHECKS] = registry
-    return config.stash[_CHECKS]
+    return config.stash[_REGISTRY]
+
+
+class OptimtestSession:
+    """What a session with specs holds and does, from configure to the end of the session."""
+
+    def __init__(self, config: pytest.Config, roots: list[Path], registry: Registry) -> None:
+        self.config, self.roots, self.registry = config, roots, registry
+        self.runs = RunCache()
+        self.results = reporting.Results()
+        self.remaining: Counter[CaseKey] = Counter()  # items of a case not yet torn down
+        self.outcomes: dict[tuple[CaseKey, str], str | None] = {}  # None: passed; else why not
+        self.absent: Counter[tuple[str, str]] = Counter()  # (device, why unavailable) -> items not generated
+        self.messages: list[str] = []  # lines for the terminal summary
+        self.partial = False  # some generated items were deselected
+        self.check_seconds = 0.0
+        register_profiles()
+        self._direct_args()
+
+    # -- hooks: a line or three each ------------------------------------------------------------
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        return SpecFile.from_parent(parent, path=file_path) if self.is_spec(file_path) else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Iterator[None]:
+        result = yield  # after every plugin deselected (-k, pytest-split)
+        self.selected([i for i in items if isinstance(i, CheckItem)])
+        return result
+
+    def pytest_report_collectionfinish(self) -> list[str]:
+        return self.absent_lines()
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.partial = self.partial or bool(items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.results.add(report)  # workers' reports too, under xdist
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.write_summary(terminalreporter)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.finish(session)
+
+    # -- collection ----------------------------------------------------------------------------
+
+    def _direct_args(self) -> None:
+        config = self.config
+        if config.getoption("optim_spec") and config.args_source != pytest.Config.ArgsSource.ARGS:
+            # `pytest --optim-spec specs/` runs the specs, not the testpaths.
+            config.args[:] = [str(p) for p in config.getoption("optim_spec")]
+        else:
+            # a root is added unless an argument names it, a folder above it, or a part of it (a
+            # node id copied from a report runs that node, not the whole root)
+            named = [Path(a.split("::")[0]).resolve() for a in config.args]
+            config.args.extend(str(r) for r in self.roots
+                               if not any(r == c or c in r.parents or r in c.parents for c in named))
+        if getattr(config.option, "dist", "no") == "load":
+            # Keep a case's checks on one worker, so its compiled run is made once: loadscope groups
+            # by the node id up to its last '::', which for a check item is its case. (Not loadgroup:
+            # pytest 9.2 derives nodeid from Node._id, and xdist 3.8 tags groups by writing _nodeid.)
+            config.option.dist = "loadscope"
+
+    def is_spec(self, path: Path) -> bool:
+        return path.suffix in SPEC_SUFFIXES and any(path == r or r in path.parents for r in self.roots)
+
+    def generated(self, cases: Iterable[Any]) -> Iterator[Any]:
+        """The cases to make items for: those of the selected devices that this machine has
+        (the others are counted for the header, not generated)."""
+        chosen = selected_devices(self.config)
+        reasons: dict[str, str | None] = {}
+        for case in cases:
+            if chosen is not None:
+                if case.device in chosen:
+                    yield case
+                continue
+            if case.device not in reasons:
+                reasons[case.device] = unavailable_reason(case.device)
+            why = reasons[case.device]
+            if why:  # not generated: a CPU machine shows its real results, not a wall of skips
+                self.absent[case.device, why] += len(case.checks)
+            else:
+                yield case
+
+    def selected(self, items: list[CheckItem]) -> None:
+        """Count each case's selected items (its runs are freed after the last one) and note the
+        cases where a selected check needs the perturbation phase of the compiled run."""
+        perturbed = set()
+        for item in items:
+            self.remaining[item.case.key] += 1
+            if "perturbations" in self.registry[item.check].needs:
+                perturbed.add(item.case.key)
+        self.runs.perturbed = perturbed
+
+    def absent_lines(self) -> list[str]:
+        return [f"optimtest: {n} items of {device} cases not generated, {why.partition(': ')[2] or why} "
+                f"(--optim-device {device} lists them as skips)" for (device, why), n in self.absent.items()]
+
+    # -- running items -------------------------------------------------------------------------
+
+    def setup_item(self, item: CheckItem) -> None:
+        """Skip the item where its case's device is missing, a rule skips it, or a prerequisite did not pass."""
+        # the record goes with every report of this item, a skip in setup's included
+        item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, {}))]
+        reason = unavailable_reason(item.case.device) or item.case.skip.get(item.check)
+        if reason:
+            pytest.skip(reason)
+        for needed in self.registry[item.check].prerequisites:
+            if needed in item.case.checks:
+                why = self.outcome(item.case, needed)
+                if why:
+                    pytest.skip(f"prerequisite {needed!r} did not pass: {why}")
+
+    def outcome(self, case: Any, name: str) -> str | None:
+        """None when check `name` passed on `case`, else why not; runs it now if it has not run
+        yet (under pytest-randomly a check may come before its prerequisite)."""
+        key = (case.key, name)
+        if key not in self.outcomes:
+            if name in case.skip:
+                self.outcomes[key] = f"skipped: {case.skip[name]}"
+            else:
+                try:
+                    self.registry[name].run(case, self.runs)
+                    self.outcomes[key] = None
+                except NotApplicable as exc:
+                    self.outcomes[key] = f"not applicable: {exc}"
+                except Exception as exc:  # any failure of the prerequisite is the reason to skip
+                    self.outcomes[key] = _why(exc)
+        return self.outcomes[key]
+
+    def run_item(self, item: CheckItem) -> str | None:
+        """Run the item's check; record its outcome and metrics (a skip when not applicable)."""
+        check, key, start = self.registry[item.check], (item.case.key, item.check), time.perf_counter()
+        try:
+            summary = check.run(item.case, self.runs)
+            self.outcomes[key] = None
+            return summary
+        except NotApplicable as exc:
+            self.outcomes[key] = f"not applicable: {exc}"
+            pytest.skip(str(exc))
+        except Exception as exc:
+            self.outcomes[key] = _why(exc)
+            raise
+        finally:
+            self.check_seconds += time.perf_counter() - start
+            metrics = reporting.item_metrics(check, item.case, self.runs)
+            item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics))]
+
+    def teardown_item(self, item: CheckItem) -> None:
+        """Free the case's runs once every one of its items ran, in whatever order."""
+        self.remaining[item.case.key] -= 1
+        if self.remaining[item.case.key] <= 0:
+            self.runs.release(item.case)
+
+    # -- the end of the session ----------------------------------------------------------------
+
+    def write_summary(self, terminal: Any) -> None:
+        if self.runs.cases_run:
+            terminal.write_line(f"optimtest: {self.runs.cases_run} case runs (compiled, distributed); "
+                                f"{self.check_seconds:.1f}s inside checks")
+        if not self.results.records:
+            return
+        terminal.section("optimtest summary per spec")
+        for line in [*reporting.terminal_table(self.results.rows()), *self.messages]:
+            terminal.write_line(line)
+
+    def finish(self, session: pytest.Session) -> None:
+        """End the rank processes; on the controller, write the report, the GitHub summary, the
+        baseline gate's verdict and update mode's edits."""
+        self.runs.close()
+        if hasattr(self.config, "workerinput"):  # xdist workers: the controller reports
+            return
+        from .harness.torch_api import torch_version  # torch is loaded by now; the adapter is the one place
+
+        option = self.config.getoption
+        if option("optim_report"):
+            reporting.write_json(option("optim_report"), self.results, torch_version())
+            self.messages.append(f"optimtest: report written to {option('optim_report')}")
+        summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_file and self.results.records:
+            with open(summary_file, "a", encoding="utf-8") as f:
+                f.write(reporting.markdown(self.results.rows(), torch_version()))
+        if option("optim_baseline") and self._gate(option("optim_baseline")):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if option("optim_update_expected"):
+            self.messages += self._update_expected()
+
+    def _gate(self, baseline: str) -> bool:
+        """Whether the run regressed against the saved report (the lines say how)."""
+        found = reporting.regressions(baseline, self.results)
+        if found:
+            self.messages.append(f"optimtest: {len(found)} regression(s) against {baseline}:")
+            self.messages += [f"  {line}" for line in found]
+        else:
+            self.messages.append(f"optimtest: no regression against {baseline} "
+                                 "(generated kernels, recompiles, graph breaks, checks' own gate numbers)")
+        return bool(found)
+
+    def _update_expected(self) -> list[str]:
+        partial = self._partial_run()
+        if partial and not self.config.getoption("optim_update_force"):
+            return [f"optimtest: --optim-update-expected refused: a partial run ({partial}) would mark unrun entries "
+                    "stale and write expectations from some cases only; rerun the whole suite, or add --optim-update-force"]
+        planned = update.plan(self.results.records)
+        lines = [f"optimtest: updated {line}" for line in update.apply(planned.changes)]
+        lines += [f"optimtest: not updated: {c}" for c in planned.conflicts]
+        lines += [f"optimtest: stale: {s}" for s in planned.stale]
+        return lines or ["optimtest: --optim-update-expected: every expectation already matches"]
+
+    def _partial_run(self) -> str | None:
+        option, reasons = self.config.option, []
+        if getattr(option, "keyword", ""):
+            reasons.append(f"-k {option.keyword!r}")
+        if getattr(option, "markexpr", ""):
+            reasons.append(f"-m {option.markexpr!r}")
+        if getattr(option, "lf", False):
+            reasons.append("--lf")
+        if getattr(option, "deselect", None):
+            reasons.append("--deselect")
+        if any("::" in str(a) for a in self.config.args):
+            reasons.append("node ids")
+        if self.partial:
+            reasons.append("deselected items")
+        return ", ".join(dict.fromkeys(reasons)) or None
+
+
+def _why(exc: BaseException) -> str:
+    """A failure in one line, for the skip reason of the checks that needed it."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

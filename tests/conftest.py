@@ -19,7 +19,7 @@ def ci_profile():
     """Hypothesis's `ci` settings profile (ours: derandomized, 10 examples) for the test."""
     from hypothesis import settings
 
-    from pytest_optimtest.harness.properties import register_profiles
+    from pytest_optimtest.harness.hypothesis_runs import register_profiles
 
     register_profiles()
     previous = settings.get_current_profile_name()

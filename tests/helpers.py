@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.torch_api import torch_version
-from pytest_optimtest.spec import Case, expand, load_spec
+from pytest_optimtest.spec import Case
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
@@ -17,8 +17,7 @@ def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 
 
 def cases_from(tmp_path: Path, text: str, version: str | None = None) -> list[Case]:
-    spec, locator = load_spec(write_spec(tmp_path, text))
-    return expand(spec, locator, CHECKS, version or torch_version())
+    return CHECKS.cases(write_spec(tmp_path, text), version or torch_version())
 
 
 def one_case(tmp_path: Path, text: str) -> Case:

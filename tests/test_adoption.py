@@ -11,7 +11,7 @@ import pytest
 from helpers import cases_from
 
 from pytest_optimtest.__main__ import main as cli
-from pytest_optimtest.checks import CHECKS, Check, RegistryError, register
+from pytest_optimtest.checks import CHECKS, Check, RegistryError
 from pytest_optimtest.harness.torch_api import torch_version
 from pytest_optimtest.spec import SpecError
 
@@ -128,22 +128,22 @@ def test_update_writes_globs_for_groups_of_cases_and_keeps_flow_style(tmp_path):
     # the table written gives every case its observed count, by the spec's own resolution rules
     from ruamel.yaml import YAML
 
-    from pytest_optimtest.spec.expand import _kernel_expectation
+    from pytest_optimtest.spec.kernel_table import kernel_expectation
     from pytest_optimtest.spec.loader import Locator
 
     table = YAML(typ="safe").load(text)["kernel_counts"]
     for case, n in observed.items():
-        assert _kernel_expectation(table, ("kernel_counts",), Locator(str(spec), None), case, "cuda", "2.11").count == n
+        assert kernel_expectation(table, ("kernel_counts",), Locator(str(spec), None), case, "cuda", "2.11").count == n
     # a second run that observes the same changes nothing
     assert update.plan([{**r, "metrics": {"kernel_tables": [{**r["metrics"]["kernel_tables"][0], **_entry_for(
         table, r["case"])}]}} for r in records]).changes == []
 
 
 def _entry_for(table, case):
-    from pytest_optimtest.spec.expand import _kernel_expectation
+    from pytest_optimtest.spec.kernel_table import kernel_expectation
     from pytest_optimtest.spec.loader import Locator
 
-    k = _kernel_expectation(table, ("kernel_counts",), Locator("x", None), case, "cuda", "2.11")
+    k = kernel_expectation(table, ("kernel_counts",), Locator("x", None), case, "cuda", "2.11")
     return {"pattern": k.pattern, "count": k.count}
 
 
@@ -180,13 +180,14 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
 
 
 def test_registry_rejects_unknown_dependencies_and_duplicates():
-    registry = dict(CHECKS)
     with pytest.raises(RegistryError, match="depends on unknown checks"):
-        register(Check("mine", lambda c, r: "", "d", prerequisites=("nope",)), registry)
+        CHECKS.with_checks([Check("mine", lambda c, r: "", "d", prerequisites=("nope",))])
     with pytest.raises(RegistryError, match="already registered"):
-        register(Check("parity", lambda c, r: "", "d"), registry)
+        CHECKS.with_checks([Check("parity", lambda c, r: "", "d")])
     with pytest.raises(RegistryError, match="cannot depend on itself"):
-        register(Check("me", lambda c, r: "", "d", apply_after=("me",)), registry)
+        CHECKS.with_checks([Check("me", lambda c, r: "", "d", apply_after=("me",))])
+    with pytest.raises(RegistryError, match="both own the section 'in_backward' with different models"):
+        CHECKS.with_checks([Check("mine", lambda c, r: "", "d", section=dict, section_key="in_backward")])
 
 
 def test_checks_come_after_their_prerequisites_and_a_missing_one_is_a_spec_error(tmp_path):

@@ -10,9 +10,9 @@ from helpers import cases_from
 from hypothesis import settings
 
 from pytest_optimtest.checks import CHECKS
-from pytest_optimtest.checks.fuzz import nesting_problem
+from pytest_optimtest.checks.hypothesis.fuzzed import nesting_problem
 from pytest_optimtest.harness.hook_recorder import HookEvent
-from pytest_optimtest.harness.properties import active_profile, property_settings
+from pytest_optimtest.harness.hypothesis_runs import active_profile, property_settings
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.spec import SpecError
 
@@ -112,9 +112,8 @@ def test_in_backward_property_passes_on_tied_and_untied_mlps(tmp_path, ci_profil
 def test_hook_order_property_on_module_trees(tmp_path, ci_profile):
     path = tmp_path / "trees.yaml"
     path.write_text("kind: hook_order_fuzz\nname: trees\nexamples: {ci: 25}\n")
-    from pytest_optimtest.spec import expand, load_spec
 
-    (fuzz,) = expand(*load_spec(path), CHECKS)
+    (fuzz,) = CHECKS.cases(path)
     assert "25 module trees (profile ci)" in CHECKS["fuzz_hook_order"].run(fuzz, RunCache())
 
 

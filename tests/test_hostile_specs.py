@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.torch_api import torch_version
-from pytest_optimtest.spec import SpecError, expand, load_spec
+from pytest_optimtest.spec import SpecError
 
 # specs/ecosystem left out: generated from one template, and their packages, where installed, import
 # torch.distributed, which cannot register its operators again after a pytester in-process run dropped it
@@ -22,8 +22,7 @@ SECONDS = 10  # per file; a clean load of the largest shipped spec takes well un
 
 
 def load_and_expand(path: Path) -> None:
-    spec, locator = load_spec(path)
-    expand(spec, locator, CHECKS, torch_version())
+    CHECKS.cases(path, torch_version())
 
 
 def assert_only_spec_error(path: Path) -> SpecError | None:

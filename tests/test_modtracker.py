@@ -13,8 +13,8 @@ from pytest_optimtest import record_hook_order
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness import hook_recorder
 from pytest_optimtest.harness.hook_recorder import derive_hook_order
-from pytest_optimtest.modtracker_models import Bar, Checkpointed, Mod, dict_10x10, rand_10x10, randn_2x8
-from pytest_optimtest.spec import SpecError, load_spec
+from pytest_optimtest.models.modtracker import Bar, Checkpointed, Mod, dict_10x10, rand_10x10, randn_2x8
+from pytest_optimtest.spec import SpecError
 
 SPECS = Path(__file__).resolve().parent.parent / "specs" / "modtracker"
 
@@ -62,7 +62,7 @@ USER_HOOKS = (SPECS / "user_hooks.yaml").read_text()
 
 
 def test_submodule_called_twice_is_shown_side_by_side(tmp_path):
-    text = USER_HOOKS.replace("Bar", "CallsTwice").replace("pytest_optimtest.modtracker_models:CallsTwice", "planted:CallsTwice")
+    text = USER_HOOKS.replace("Bar", "CallsTwice").replace("pytest_optimtest.models.modtracker:CallsTwice", "planted:CallsTwice")
     case = one_case(tmp_path, text)
     with pytest.raises(AssertionError) as info:
         run(case)
@@ -85,8 +85,8 @@ def test_derived_expectation_catches_a_wrong_after_backward_state(tmp_path):
     case = one_case(tmp_path, """
 kind: hook_order
 name: bw
-model: pytest_optimtest.modtracker_models:Bar
-inputs: pytest_optimtest.modtracker_models:rand_10x10
+model: pytest_optimtest.models.modtracker:Bar
+inputs: pytest_optimtest.models.modtracker:rand_10x10
 after_backward: {is_bw: true}
 """)
     with pytest.raises(AssertionError, match="after backward 1, tracker.is_bw=False"):
@@ -105,13 +105,13 @@ def test_no_sequence_for_this_torch_is_a_skip_that_shows_the_observed_events(tmp
 def test_bad_event_is_a_spec_error_with_its_line(tmp_path):
     path = write_spec(tmp_path, USER_HOOKS.replace("[post_fw, Bar, true, false]", "[post_forward, Bar, true, false]"))
     with pytest.raises(SpecError) as info:
-        load_spec(path)
+        CHECKS.load_spec(path)
     assert info.value.line == 11 and "expected[3].event" in str(info.value)
 
 
 def test_unknown_model_is_a_spec_error(tmp_path):
     with pytest.raises(SpecError) as info:
-        one_case(tmp_path, USER_HOOKS.replace("modtracker_models:Bar", "modtracker_models:Barr"))
+        one_case(tmp_path, USER_HOOKS.replace("models.modtracker:Bar", "models.modtracker:Barr"))
     assert info.value.line == 5 and "model" in str(info.value)
 
 

@@ -232,11 +232,11 @@ closure: [false, true]
 def test_perturbation_needs_exactly_one_action(tmp_path):
     from helpers import write_spec
 
-    from pytest_optimtest.spec import SpecError, load_spec
+    from pytest_optimtest.spec import SpecError
 
     path = write_spec(tmp_path, spec(extra="recompile:\n  perturbations:\n    - {set_lr: 0.1, clear_state: true}\n"))
     with pytest.raises(SpecError) as info:
-        load_spec(path)
+        CHECKS.load_spec(path)
     assert info.value.line == 5 and "exactly one of" in str(info.value)
 
 
@@ -274,12 +274,12 @@ def test_a_step_that_never_settles_fails_with_dynamos_reasons(tmp_path):
 def test_the_perturbations_compile_only_for_a_selected_recompile_check(tmp_path):
     case = one_case(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nrecompile:\n  perturbations:\n    - set_lr: 0.02\n")
     runs = RunCache()
-    runs.unperturbed.add(case.id)
+    runs.perturbed = set()
     assert "equal" in CHECKS["parity"].run(case, runs)
-    run = runs.peek("compiled", case.id)
+    run = runs.peek("compiled", case)
     assert not run.perturbed and run.perturbations == []
     with pytest.raises(RuntimeError, match="skipped the perturbations"):
         CHECKS["recompile"].run(case, runs)
     runs = RunCache()
     CHECKS["recompile"].run(case, runs)
-    assert runs.peek("compiled", case.id).perturbations[0].step.recompiles
+    assert runs.peek("compiled", case).perturbations[0].step.recompiles

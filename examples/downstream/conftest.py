@@ -27,7 +27,7 @@ def largest_move(run):
 
 
 def bounded_update_metrics(case, runs):
-    run = runs.peek("compiled", case.id)
+    run = runs.peek("compiled", case)
     return {} if run is None else {"largest_move": largest_move(run)}
 
 

@@ -4,35 +4,85 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..spec.case import Variant
+
+if TYPE_CHECKING:  # annotations only: the run cache imports the harness, which imports torch
+    from ..harness.run_cache import RunCache
+    from ..spec.context import CaseContext, SpecContext
 
 
 class NotApplicable(Exception):
     """The check cannot say anything about this case; the reason is reported as a skip."""
 
 
+class CheckedCase(Protocol):
+    """What every case a check receives has: `Case`, `FuzzCase` and `HookOrderCase` all do."""
+
+    id: str
+    spec_path: str
+    device: str
+    checks: tuple[str, ...]
+    skip: dict[str, str]
+    xfail: dict[str, str]
+
+    @property
+    def key(self) -> tuple[str, str]: ...
+
+    @property
+    def location(self) -> str: ...
+
+
+Run = Callable[[Any, "RunCache"], "str | None"]  # (case, runs) -> one-line summary
+Metrics = Callable[[Any, "RunCache"], "dict[str, Any]"]  # (case, runs) -> JSON-able numbers; runs nothing
+ValidateSection = Callable[[Any, "SpecContext"], None]  # (section, spec) -> None, or raise ctx.error(...)
+ExpectOfCase = Callable[[Any, "CaseContext"], Any]  # (section, case) -> what the check expects of that case
+
+Scope = Literal["all", "no_closure", "plain", "primary", "distributed", "hook_order", "fuzz"]
+SharedRunPhase = Literal["perturbations"]
+
+
 @dataclass(frozen=True)
 class Check:
-    """A named property of a case. `run(case, runs)` returns a one-line summary or raises
-    AssertionError (failed) or NotApplicable (nothing to compare).
+    """A named property of a case, declared whole in its own module.
 
-    A check may own a spec section (`section`: a pydantic model; the spec file's top-level key
-    of the check's name is validated by it, and the check reads it as `case.sections[name]`,
-    its defaults when the file has none) and report metrics (`metrics(case, runs)`, read from
-    `runs.peek(...)`, written to the JSON report). Metrics keys the plugin reads: `gate`
-    (--optim-baseline), `updates` and `kernel_tables` (--optim-update-expected)."""
+    `run(case, runs)` returns a one-line summary or raises AssertionError (failed) or
+    NotApplicable (nothing to compare). The rest is optional:
+
+    - `section`: a pydantic model (a `RootModel` for a bare number or bool) of the check's own
+      top-level spec key, `section_key` (default: the check's name). Several checks may share
+      one key with one model. The check reads it as `case.sections[key]`: the file's value, else
+      the model's defaults, else None when the model has required fields.
+    - `validate(section, spec)`: cross-checks against the rest of the spec, once per file,
+      raising `spec.error(key_path, message)` (a SpecError naming file and line).
+    - `expect(section, case)`: what the check expects of one case (e.g. the kernel-table entry
+      that applies to its id), stored as `case.expected[name]`.
+    - `metrics(case, runs)`: numbers for the JSON report, read with `runs.peek(kind, case)`.
+      Keys the plugin reads: `gate` (--optim-baseline), `updates` and `kernel_tables`
+      (--optim-update-expected).
+    - `needs`: phases of the shared runs that only this check reads (`perturbations`: the
+      compiled run's recompile phase), run only where a selected item needs them.
+    """
 
     name: str
-    run: Callable
+    run: Run
     description: str
-    scope: Literal["all", "no_closure", "plain", "primary", "distributed", "hook_order", "fuzz"] = "all"
+    scope: Scope = "all"
     devices: tuple[str, ...] | None = None
     prerequisites: tuple[str, ...] = ()  # must pass on the same case first, else this check is skipped
     apply_after: tuple[str, ...] = ()  # run after these when both are selected (ordering only)
-    section: type | None = None  # a pydantic model: the spec's top-level key named after the check
-    metrics: Callable | None = None  # (case, runs) -> JSON-able numbers for the report; must run nothing
+    section: type | None = None
+    section_key: str | None = None
+    validate: ValidateSection | None = None
+    expect: ExpectOfCase | None = None
+    metrics: Metrics | None = None
+    needs: tuple[SharedRunPhase, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The top-level spec key of this check's section."""
+        return self.section_key or self.name
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from pydantic import RootModel
 
 from ..harness import torch_api
 from ..harness.builder import compile_step, make_optimizer, model_with_grads
-from ..harness.guards import require_compiled
+from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
-from .base import NotApplicable
+from .base import Check, NotApplicable
 
 
-def check_cudagraphs(case, runs) -> str:
+class Cudagraphs(RootModel[bool]):
+    """Run CUDA cases under inductor's cudagraphs, as PyTorch's tests (false: PyTorch runs Adagrad and SGD without)."""
+
+    root: bool = True
+
+
+def check_cudagraphs(case: Any, runs: Any) -> str:
     """With triton.cudagraphs on, `case.steps` compiled steps record one CUDA graph per graph dynamo
     compiled (PyTorch's test: one, for torch.optim's single graph); more means a graph was re-recorded.
     Its own compile: under inductor's cudagraphs config, which the shared run does not use."""
-    if not case.cudagraphs:
+    if not case.sections["cudagraphs"].root:
         raise NotApplicable(f"{case.id}: the spec sets cudagraphs: false (PyTorch runs Adagrad and SGD without them)")
     with isolated_case(case), torch_api.inductor_config(**{"triton.cudagraphs": True}):
         model, _, _ = model_with_grads(case)
@@ -35,3 +44,7 @@ def check_cudagraphs(case, runs) -> str:
                              f"graph(s) dynamo compiled over {case.steps} steps: "
                              + ("a graph was recorded again" if recorded > graphs else "a graph ran without cudagraphs"))
     return f"cudagraphs ran: {recorded} graph(s) recorded, one per compiled graph"
+
+
+CHECK = Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",),
+              prerequisites=("parity",), section=Cudagraphs)

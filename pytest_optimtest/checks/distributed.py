@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..harness.compare import listed, value_differences
-from ..harness.guards import require_moved
+from ..harness.vacuity import require_moved
 from ..harness.distributed_run import DistributedRun, unavailable_reason
 from ..harness.builder import make_optimizer, model_factory
 from ..spec.schema import Tolerance
-from .base import NotApplicable
+from .base import Check, NotApplicable
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
@@ -52,7 +54,7 @@ def _report(header: str, sections: list[tuple[str, list[str]]]) -> None:
                                                for title, problems in found))
 
 
-def check_distributed(case, runs) -> str:
+def check_distributed(case: Any, runs: Any) -> str:
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
     if run.graph_count == 0:
@@ -77,7 +79,7 @@ def check_distributed(case, runs) -> str:
             f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol")
 
 
-def check_zero(case, runs) -> str:
+def check_zero(case: Any, runs: Any) -> str:
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
     _not_vacuous(run)
@@ -103,3 +105,9 @@ def _load_into_plain(case, state_dict):
     except Exception as exc:  # the property under test: it must load
         return None, f"does not load into a plain {type(opt).__name__}: {type(exc).__name__}: {exc}"
     return opt, None
+
+
+DISTRIBUTED = Check("distributed", check_distributed,
+                    "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed")
+ZERO = Check("zero", check_zero, "ZeroRedundancyOptimizer vs the unsharded optimizer; consolidated state_dict loads back",
+             "distributed", apply_after=("distributed",))

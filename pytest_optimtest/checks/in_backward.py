@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 from copy import deepcopy
+from typing import Any
 
 import torch
 
 from ..harness import torch_api
 from ..harness.compare import value_differences
-from ..harness.guards import require_moved
-from ..harness.in_backward_run import CannotApply, make_model, run_in_backward
+from ..harness.vacuity import require_moved
+from ..harness.in_backward_run import SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model, run_in_backward
 from ..harness.isolation import isolated
 from ..harness.builder import make_data
 from ..spec.values import build_kwargs, resolve
-from .base import NotApplicable
+from ..spec.context import SpecContext
+from .base import Check, NotApplicable
+
+
+def validate_groups(section: InBackwardSpec, spec: SpecContext) -> None:
+    for i, group in enumerate(section.groups):
+        spec.check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"))
 
 
 def compare_in_backward(case, tied: bool = False, copies: int = 1,
@@ -37,16 +44,16 @@ def compare_in_backward(case, tied: bool = False, copies: int = 1,
     except CannotApply as exc:
         raise NotApplicable(f"{case.id}: {exc}") from None
     moved = require_moved(case.id, initial, ref, tol, case.min_movement if require_movement else 0.0,
-                          f"over {case.in_backward.steps} steps")
+                          f"over {in_backward_section(case).steps} steps")
     return reference, in_backward, moved
 
 
 def _reference_note(case) -> str:
-    reason = case.in_backward.per_parameter
+    reason = in_backward_section(case).per_parameter
     return f" (reference: one optimizer per param in hook order, because {reason})" if reason else ""
 
 
-def check_in_backward(case, runs) -> str:
+def check_in_backward(case: Any, runs: Any) -> str:
     _, in_backward, _ = compare_in_backward(case)
     found = torch_api.in_backward_optimizers(in_backward)
     stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
@@ -55,20 +62,20 @@ def check_in_backward(case, runs) -> str:
     covered = [p for p in in_backward.parameters() if torch_api.optimizers_on_param(p)]
     if len(found) != len(covered):
         raise AssertionError(f"{case.id}: expected one in-backward optimizer per param ({len(covered)}), got {len(found)}")
-    return f"{case.in_backward.steps} steps equal{_reference_note(case)}; {len(found)} optimizers found"
+    return f"{in_backward_section(case).steps} steps equal{_reference_note(case)}; {len(found)} optimizers found"
 
 
-def check_in_backward_tied(case, runs) -> str:
+def check_in_backward_tied(case: Any, runs: Any) -> str:
     compare_in_backward(case, tied=True)
-    return f"tied {case.in_backward.tie}: {case.in_backward.steps} steps equal"
+    return f"tied {in_backward_section(case).tie}: {in_backward_section(case).steps} steps equal"
 
 
-def check_in_backward_two_optimizers(case, runs) -> str:
+def check_in_backward_two_optimizers(case: Any, runs: Any) -> str:
     compare_in_backward(case, copies=2)
-    return f"two optimizers per param: {case.in_backward.steps} steps equal"
+    return f"two optimizers per param: {in_backward_section(case).steps} steps equal"
 
 
-def check_in_backward_no_hook(case, runs) -> str:
+def check_in_backward_no_hook(case: Any, runs: Any) -> str:
     """register_hook=False leaves params untouched by backward; the hooked twin moves."""
     optimizer_cls = resolve(case.optimizer)
     with isolated():
@@ -88,3 +95,13 @@ def check_in_backward_no_hook(case, runs) -> str:
         if still:
             raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged")
     return "unhooked params untouched, hooked params moved"
+
+
+IN_BACKWARD = Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain",
+                    section=InBackwardSpec, section_key=SECTION_KEY, validate=validate_groups)
+TIED = Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain",
+             prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY)
+TWO_OPTIMIZERS = Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param",
+                       "plain", prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY)
+NO_HOOK = Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain",
+                section=InBackwardSpec, section_key=SECTION_KEY)

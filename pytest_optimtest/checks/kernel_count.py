@@ -1,17 +1,37 @@
-"""Inductor's generated kernel count for the compiled step, against the spec's expectation."""
+"""Inductor's generated kernel count for the compiled step, against the spec's `kernel_counts`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..harness.guards import require_compiled
-from .base import NotApplicable
+from pydantic import RootModel, field_validator
+
+from ..harness.vacuity import require_compiled
+from ..spec.context import CaseContext
+from ..spec.kernel_table import KernelExpectation, KernelTable, kernel_table_shorthand, table_entry
+from .base import Check, NotApplicable
 from .parity import parity_metrics
 
 
-def check_kernel_count(case, runs) -> str:
+class KernelCounts(RootModel[KernelTable]):
+    """torch major.minor -> device -> {case-id glob or '*': generated kernel count}; `device: N` is `{'*': N}`."""
+
+    root: KernelTable = {}
+
+    @field_validator("root", mode="before")
+    @classmethod
+    def _shorthand(cls, counts: Any) -> Any:
+        return kernel_table_shorthand(counts)
+
+
+def expected_kernels(section: KernelCounts, case: CaseContext) -> KernelExpectation:
+    """The entry that applies to the case: exact id, then globs in file order, then '*'."""
+    return case.spec.kernels(section.root, ("kernel_counts",), case.id, case.device)
+
+
+def check_kernel_count(case: Any, runs: Any) -> str:
     run = runs.compiled(case)
-    expected = case.kernels
+    expected = case.expected.get("kernel_count")
     require_compiled(case.id, run.graph_count, "there are no kernels to count")
     if expected is None or expected.count is None:
         where = expected.where if expected else case.spec_path
@@ -31,16 +51,15 @@ def check_kernel_count(case, runs) -> str:
 def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:
     """The compiled run's numbers, and the expectation that applied (update mode rewrites it)."""
     metrics = parity_metrics(case, runs)
-    k = getattr(case, "kernels", None)
+    k = case.expected.get("kernel_count")
     if k is not None:
         metrics["expected"] = table_entry(k, case.device)
-        run = runs.peek("compiled", case.id)
+        run = runs.peek("compiled", case)
         if run is not None and run.graph_count:  # a step that compiled nothing has no kernel count to write
             metrics["kernel_tables"] = [table_entry(k, case.device, observed=metrics["kernels"])]
     return metrics
 
 
-def table_entry(expectation: Any, device: str, **observed: int) -> dict[str, Any]:
-    """A kernel-table entry as the report and update mode read it (`kernel_tables`)."""
-    return {"count": expectation.count, "table": list(expectation.table), "version": expectation.torch_version,
-            "device": device, "pattern": expectation.pattern, **observed}
+CHECK = Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure",
+              apply_after=("parity",), section=KernelCounts, section_key="kernel_counts", expect=expected_kernels,
+              metrics=kernel_count_metrics)

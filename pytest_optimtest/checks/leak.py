@@ -11,11 +11,12 @@ import torch
 
 from ..harness import torch_api
 from ..harness.builder import compile_step, make_optimizer, model_with_grads
-from ..harness.guards import require_compiled
+from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
+from .base import Check
 
 
-def check_no_leak(case, runs) -> str:
+def check_no_leak(case: Any, runs: Any) -> str:
     """PyTorch's static-address finalizer test, for the spec's optimizer: once the model, the
     optimizer and the compiled step are dropped, no param survives `gc.collect()`; a leak names
     what still holds a param. Params freed only by the cycle collector are reported, not failed.
@@ -111,3 +112,6 @@ def _global_holder(module: str, name: str) -> str:
                 f"the module whose code it traced (here {module}, after a graph break there), that graph keeps "
                 "the params it lifted, and torch._dynamo.reset() leaves the global in place")
     return f"the global {module}.{name}"
+
+
+CHECK = Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary")

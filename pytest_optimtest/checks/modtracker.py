@@ -7,13 +7,13 @@ from typing import Any
 
 from ..harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
 from ..spec.values import build_kwargs, resolve
-from .base import NotApplicable
+from .base import Check, NotApplicable
 
 CONTEXT = 3  # events shown before the first divergence
 AFTER = 6  # and after it
 
 
-def check_hook_order(case, runs) -> str:
+def check_hook_order(case: Any, runs: Any) -> str:
     """ModTracker reports exactly the expected events, in order; each side of a failure is
     shown aligned, with the first divergence marked."""
     def make_model() -> Any:
@@ -106,3 +106,6 @@ def side_by_side(expected: list[HookEvent], observed: list[HookEvent], at: int) 
     lines.append(f"  first divergence at event {at}; {len(expected)} events expected, {len(observed)} observed "
                  "(flags: P = module in tracker.parents, B = tracker.is_bw)")
     return "\n".join(lines)
+
+
+CHECK = Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order")

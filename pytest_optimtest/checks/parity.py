@@ -7,10 +7,11 @@ from typing import Any
 
 from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
 from ..harness.compiled_run import CompiledRun
-from ..harness.guards import require_compiled, require_moved
+from ..harness.vacuity import require_compiled, require_moved
+from .base import Check
 
 
-def check_parity(case, runs) -> str:
+def check_parity(case: Any, runs: Any) -> str:
     return assert_parity(runs.compiled(case))
 
 
@@ -41,7 +42,7 @@ def assert_parity(run: CompiledRun) -> str:
 
 def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
     """Kernels, compile seconds and median steady step times of the case's compiled run."""
-    run = runs.peek("compiled", case.id)
+    run = runs.peek("compiled", case)
     if run is None:
         return {}
     metrics: dict[str, Any] = {"kernels": run.kernel_count, "compile_s": round(run.compile_seconds, 4),
@@ -51,3 +52,7 @@ def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
         metrics["compiled_step_s"] = statistics.median(steady_c)
         metrics["eager_step_s"] = statistics.median(steady_e)
     return metrics
+
+
+CHECK = Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes",
+              metrics=parity_metrics)

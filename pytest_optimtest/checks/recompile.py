@@ -4,21 +4,52 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing import Annotated
+
+from pydantic import Field, RootModel
+
 from ..harness import torch_api
-from ..harness.guards import require_compiled
 from ..harness.compiled_run import CompiledRun, StepCompiles
-from ..spec.schema import Perturbation
-from .kernel_count import table_entry
+from ..harness.vacuity import require_compiled
+from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_phases
+from ..spec.context import CaseContext, SpecContext
+from ..spec.errors import did_you_mean
+from ..spec.kernel_table import KernelExpectation, table_entry
+from ..spec.schema import MAX_COMPILES
+from .base import Check
 
 
-def check_recompile(case, runs) -> str:
+class GraphBreaks(RootModel[Annotated[int, Field(ge=0, le=MAX_COMPILES)]]):
+    """Distinct graph-break reasons a compile without fullgraph must show."""
+
+    root: Annotated[int, Field(ge=0, le=MAX_COMPILES)] = 0
+
+
+def validate_recompile(section: RecompileSpec, spec: SpecContext) -> None:
+    """Scheduler names the spec declares; perturbation kwargs well formed."""
+    for name in section.schedulers:
+        if name not in spec.schedulers:
+            raise spec.error(("recompile", "schedulers", name), f"unknown scheduler {name!r}"
+                             f"{did_you_mean(name, spec.schedulers)}; declare it under 'schedulers'")
+    for i, perturbation in enumerate(section.perturbations):
+        spec.check_values(perturbation.add_param_group or {}, ("recompile", "perturbations", i, "add_param_group"))
+        spec.check_values(perturbation.set_group or {}, ("recompile", "perturbations", i, "set_group"))
+
+
+def perturbation_kernels(section: RecompileSpec, case: CaseContext) -> tuple[KernelExpectation, ...]:
+    """Each perturbation's kernel-table entry for the case."""
+    return tuple(case.spec.kernels(p.kernel_counts, ("recompile", "perturbations", i, "kernel_counts"), case.id, case.device)
+                 for i, p in enumerate(section.perturbations))
+
+
+def check_recompile(case: Any, runs: Any) -> str:
     """Warm-up compiles at most as declared; steady steps do not recompile (or, with a scheduler,
     exactly as declared); each perturbation recompiles exactly as declared, then settles."""
     run = runs.compiled(case)
     _require_compiled(run)
     if not run.perturbed:
-        raise RuntimeError(f"{case.id}: the shared compiled run skipped the perturbations (RunCache.unperturbed)")
-    spec, problems = case.recompile, []
+        raise RuntimeError(f"{case.id}: the shared compiled run skipped the perturbations (no selected check needs them)")
+    spec, problems = run_phases(case), []
     allowed = spec.warmup.allowed_compiles
     if allowed is not None and run.warmup_compiles > allowed:
         problems.append(
@@ -38,36 +69,42 @@ def check_recompile(case, runs) -> str:
         if observed != allowed:
             problems.append(f"stepping {case.scheduler} between {len(run.steady)} compiled steps caused {observed} recompiles, "
                             f"the spec declares {allowed} (recompile.schedulers):" + _reasons(run.steady))
-    for i, (outcome, kernels) in enumerate(zip(run.perturbations, case.perturbation_kernels)):
+    for i, (outcome, kernels) in enumerate(zip(run.perturbations, case.expected["recompile"])):
         problems += _perturbation_problems(i, outcome.perturbation, outcome.step, outcome.settle_failure, kernels)
     if problems:
         raise AssertionError(f"{case.id}: " + "\n".join(problems))
     return _summary(run)
 
 
-def check_graph_breaks(case, runs) -> str:
+def check_graph_breaks(case: Any, runs: Any) -> str:
     """A compile without fullgraph breaks the graph for exactly as many distinct reasons as the
     spec declares (default 0). Distinct reasons, because dynamo counts a break again each time
     it restarts tracing."""
     run = runs.compiled(case)
     observed = len(run.graph_breaks)
-    if observed != case.graph_breaks:
+    if observed != declared_breaks(case):
         listed = "\n    - ".join(f"{torch_api.graph_break_summary(reason)} (hit {count}x while tracing)"
                                  for reason, count in run.graph_breaks.items()) or "none"
         nothing = "; and no graph was captured at all" if run.graph_count == 0 else ""
         raise AssertionError(
-            f"{case.id}: {observed} graph breaks compiling the step, the spec declares {case.graph_breaks} "
+            f"{case.id}: {observed} graph breaks compiling the step, the spec declares {declared_breaks(case)} "
             f"(graph_breaks in {case.spec_path}){nothing}; dynamo's reasons:\n    - {listed}"
         )
     _require_compiled(run)
     return f"{observed} graph breaks"
 
 
+def declared_breaks(case: Any) -> int:
+    section = case.sections.get("graph_breaks")
+    return section.root if section is not None else 0
+
+
 def _require_compiled(run: CompiledRun) -> None:
     require_compiled(run.case.id, run.graph_count, "there is nothing to recompile")
 
 
-def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCompiles, settle: str | None, kernels) -> list[str]:
+def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCompiles, settle: str | None,
+                           kernels: KernelExpectation) -> list[str]:
     what = f"perturbation {index} ({perturbation.action}: {getattr(perturbation, perturbation.action)})"
     problems = []
     observed = len(step.recompiles)
@@ -93,11 +130,11 @@ def _reasons(steps: list[StepCompiles]) -> str:
 
 def _summary(run: CompiledRun) -> str:
     steady = sum(len(s.recompiles) for s in run.steady)
-    settled = "" if run.case.recompile.warmup.steps is not None else f" in {len(run.warmup)} steps until settled"
+    settled = "" if run_phases(run.case).warmup.steps is not None else f" in {len(run.warmup)} steps until settled"
     why = "; ".join(r for s in run.warmup for m in s.recompiles for r in torch_api.guard_failures(m)[:1])
     parts = [f"warm-up {run.warmup_compiles} compile(s){settled}" + (f" (recompiled for: {why})" if why else ""),
              f"{len(run.steady)} steady steps, {steady} recompile(s)"]
-    for outcome, kernels in zip(run.perturbations, run.case.perturbation_kernels):
+    for outcome, kernels in zip(run.perturbations, run.case.expected["recompile"]):
         declared = "as declared" if kernels.count is not None else "no expectation"
         observed = "" if outcome.perturbation.recompiles is not None else \
             " (observed, not declared: --optim-update-expected writes it)"
@@ -108,7 +145,7 @@ def _summary(run: CompiledRun) -> str:
 
 def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
     """Recompiles per phase, declared perturbation recompiles, and the kernels of each perturbation's recompile."""
-    run = runs.peek("compiled", case.id)
+    run = runs.peek("compiled", case)
     if run is None or not run.graph_count:  # nothing compiled: no recompile count to report or write
         return {}
     recompiles = {"warmup": run.warmup_compiles - 1, "steady": sum(len(s.recompiles) for s in run.steady),
@@ -118,16 +155,23 @@ def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
         "gate": {"recompiles": recompiles["warmup"] + recompiles["steady"] + sum(recompiles["perturbations"])},
         "updates": [{"path": ["recompile", "perturbations", i, "recompiles"], "declared": declared.recompiles,
                      "observed": observed}
-                    for i, (observed, declared) in enumerate(zip(recompiles["perturbations"], case.recompile.perturbations))],
+                    for i, (observed, declared) in enumerate(zip(recompiles["perturbations"], run_phases(case).perturbations))],
         "kernel_tables": [table_entry(k, case.device, observed=p.step.kernels)
-                          for p, k in zip(run.perturbations, case.perturbation_kernels) if p.step.recompiles],
+                          for p, k in zip(run.perturbations, case.expected["recompile"]) if p.step.recompiles],
     }
 
 
 def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
-    run = runs.peek("compiled", case.id)
+    run = runs.peek("compiled", case)
     if run is None:
         return {}
     observed = len(run.graph_breaks)
     return {"graph_breaks": observed, "gate": {"graph breaks": observed},
-            "updates": [{"path": ["graph_breaks"], "declared": case.graph_breaks, "observed": observed}]}
+            "updates": [{"path": ["graph_breaks"], "declared": declared_breaks(case), "observed": observed}]}
+
+
+RECOMPILE = Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation",
+                  "no_closure", section=RecompileSpec, section_key=SECTION_KEY, validate=validate_recompile,
+                  expect=perturbation_kernels, metrics=recompile_metrics, needs=("perturbations",))
+GRAPH_BREAKS = Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain",
+                     section=GraphBreaks, metrics=graph_breaks_metrics)

@@ -11,11 +11,13 @@ from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
 from ..harness.builder import copy_with_grads, make_optimizer, make_twins
 from ..harness.snapshot import snapshot
-from ..harness.guards import require_compiled
+from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
+from ..harness.run_phases import run_phases
+from .base import Check
 
 
-def check_state_dict(case, runs) -> str:
+def check_state_dict(case: Any, runs: Any) -> str:
     """After N steps, the compiled optimizer's state_dict loads into a fresh eager optimizer and
     the eager one's loads into the compiled optimizer; continuing N steps, all three (the
     eager reference, eager-from-compiled, compiled-from-eager) hold equal params and state.
@@ -52,7 +54,7 @@ def check_state_dict(case, runs) -> str:
     problems += [f"eager after loading compiled's state_dict: {p}" for p in snapshot_differences(reference, eager_resumed, case.tolerance)]
     if problems:
         raise AssertionError(f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the eager reference:" + listed(problems))
-    allowed = case.recompile.load_state_dict
+    allowed = run_phases(case).load_state_dict
     if len(after_load) > allowed:
         reasons = "".join(f"\n    - {r}" for m in after_load for r in torch_api.guard_failures(m))
         raise AssertionError(f"{case.id}: loading a state_dict into the compiled optimizer caused {len(after_load)} recompiles, "
@@ -67,3 +69,6 @@ def _checkpointed(state_dict: dict[str, Any]) -> dict[str, Any]:
     torch.save(state_dict, buffer)
     buffer.seek(0)
     return torch.load(buffer, weights_only=False)
+
+
+CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary")

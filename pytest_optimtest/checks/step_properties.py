@@ -4,22 +4,23 @@ params whose grads are None on some steps, and a closure that breaks the graph."
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import torch
 
 from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
-from ..harness.guards import require_compiled, require_moved
+from ..harness.vacuity import require_compiled, require_moved
 from ..harness.isolation import isolated_case
 from ..harness.builder import Twins, make_twins
-from .base import NotApplicable
+from .base import Check, NotApplicable
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
 # all present, the first missing, all present, all missing (PyTorch's test), the last missing.
 NONE_GRAD_PATTERN = ((), (0,), (), "all", (-1,), ())
 
 
-def check_none_grads(case, runs) -> str:
+def check_none_grads(case: Any, runs: Any) -> str:
     """Compiled and eager match after every step, state step counters included, when some
     params have grad None on some iterations (dynamo must guard on which grads exist).
     Its own compile: the None-grad pattern changes what the step traces, so the shared run's graph cannot stand in."""
@@ -47,7 +48,7 @@ def check_none_grads(case, runs) -> str:
     return f"{len(NONE_GRAD_PATTERN)} iterations with None grads equal eager"
 
 
-def check_closure_graph_break(case, runs) -> str:
+def check_closure_graph_break(case: Any, runs: Any) -> str:
     """`step(closure)` compiled, with a graph break inside the closure, matches eager.
     Its own compile: the closure, with its break, is part of the compiled function."""
     with isolated_case(case):
@@ -84,3 +85,8 @@ def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor]) ->
     require_compiled(case.id, torch_api.captured_graph_count(), "matching eager proves nothing")
     params = {n: p.detach() for n, p in twins.eager_model.named_parameters()}
     require_moved(case.id, initial, params, case.tolerance, case.min_movement, f"over {case.steps} steps")
+
+
+NONE_GRADS = Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary")
+CLOSURE_GRAPH_BREAK = Check("closure_graph_break", check_closure_graph_break,
+                            "step(closure) with a graph break matches eager", "primary")

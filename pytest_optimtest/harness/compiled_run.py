@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from ..spec.case import Case
-from ..spec.schema import SETTLE_STEPS, Perturbation
 from ..spec.values import build_kwargs
 from . import torch_api
 from .builder import Twins, make_scheduler, make_twins, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
+from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot
 
 
@@ -82,7 +82,7 @@ class CompiledRun:
     @property
     def unsettled(self) -> bool:
         """An undeclared warm-up that still recompiled on its last step."""
-        return len(self.warmup) >= SETTLE_STEPS and self.case.recompile.warmup.steps is None and bool(self.warmup[-1].recompiles)
+        return len(self.warmup) >= SETTLE_STEPS and run_phases(self.case).warmup.steps is None and bool(self.warmup[-1].recompiles)
 
     @property
     def steady_failure(self) -> tuple[int, str] | None:
@@ -132,7 +132,7 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
             step_all(schedulers)
         return compiled
 
-    spec = case.recompile
+    spec = run_phases(case)
     if spec.warmup.steps is not None:
         for _ in range(spec.warmup.steps):
             run.warmup.append(both())
@@ -162,7 +162,7 @@ def _perturb(run: CompiledRun, opt: torch.optim.Optimizer, compiled_step: Callab
     def counted() -> StepCompiles:
         return _counted(compiled_step, log)
 
-    for perturbation in run.case.recompile.perturbations:
+    for perturbation in run_phases(run.case).perturbations:
         apply_perturbation(perturbation, opt, run.case.device)
         outcome = counted()
         if perturbation.recompiles is None:  # undeclared: state recreated lazily may recompile once more

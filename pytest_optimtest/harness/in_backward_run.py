@@ -5,16 +5,53 @@ from __future__ import annotations
 import fnmatch
 import inspect
 from copy import deepcopy
+from typing import Any
 
 import torch
 
+from pydantic import Field
+
 from ..spec.case import Case
+from ..spec.schema import MAX_STEPS, StrictModel
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
 from .builder import make_data, model_factory
+
+SECTION_KEY = "in_backward"
+
+
+class ParamGroupSpec(StrictModel):
+    """Params by name: a glob over unique names, or an exact name (an alias of a tied param too)."""
+
+    params: list[str] = Field(min_length=1)
+    kwargs: dict[str, Any] = {}
+
+
+class InBackwardSpec(StrictModel):
+    """How the in-backward checks build and compare their models."""
+
+    steps: int = Field(6, ge=1, le=MAX_STEPS)
+    groups: list[ParamGroupSpec] = Field(
+        [ParamGroupSpec(params=["*weight"]), ParamGroupSpec(params=["*bias"])],
+        description="optimizer groups (PyTorch's test: weights, biases); kwargs go over the case's",
+    )
+    tie: list[list[str]] = Field(
+        [["0.weight", "1.weight"]], description="params the tied variant shares: each list becomes its first"
+    )
+    per_parameter: str | None = Field(
+        None,
+        description="why this optimizer cannot match one optimizer over all params (it couples params or "
+        "draws random numbers); then the reference is one optimizer per param stepped in hook order",
+    )
+
+
+def in_backward_section(case: Any) -> InBackwardSpec:
+    """The case's `in_backward` section (its defaults when the case carries none)."""
+    return case.sections.get(SECTION_KEY) or InBackwardSpec()
+
 
 Groups = list[tuple[list[torch.nn.Parameter], dict]]
 
@@ -32,7 +69,7 @@ def make_model(case: Case, tied: bool) -> torch.nn.Module:
     seed_all(case.seed)
     model = model_factory(case)(device=case.device)
     if tied:
-        for names in case.in_backward.tie:
+        for names in in_backward_section(case).tie:
             tie(model, names)
     return model
 
@@ -54,7 +91,7 @@ def groups_of(model: torch.nn.Module, case: Case) -> Groups:
     every = dict(model.named_parameters(remove_duplicate=False))
     unique = dict(model.named_parameters())
     groups: Groups = []
-    for group in case.in_backward.groups:
+    for group in in_backward_section(case).groups:
         params: list[torch.nn.Parameter] = []
         for pattern in group.params:
             if pattern in every:
@@ -96,7 +133,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
         model = make_model(case, tied)
         reference, in_backward = deepcopy(model), deepcopy(model)
         ref_groups = [g for _ in range(copies) for g in unique_params(groups_of(reference, case))]
-        per_param = case.in_backward.per_parameter is not None
+        per_param = in_backward_section(case).per_parameter is not None
         if per_param:
             ref_opts = {id(p): [] for params, _ in ref_groups for p in params}
             for params, kwargs in ref_groups:
@@ -110,7 +147,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
 
         features = getattr(model_factory(case), "in_features", IN_FEATURES)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features)
-        for step in range(case.in_backward.steps):
+        for step in range(in_backward_section(case).steps):
             seed_all(case.seed + 1 + step)
             loss_fn(reference(inputs)).backward()
             if per_param:

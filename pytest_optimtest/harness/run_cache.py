@@ -10,26 +10,29 @@ from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .ranks import RankPools
 
+CaseKey = tuple[str, str]  # (spec file, case id): ids repeat across spec files
+
 
 class RunCache:
     """Per-case memo of runs (results or the exception they raised), freed when released."""
 
     def __init__(self) -> None:
-        self._runs: dict[tuple[str, str], Any] = {}
+        self._runs: dict[tuple[str, CaseKey], Any] = {}
         self.cases_run = 0
-        self.unperturbed: set[str] = set()  # cases whose recompile check is not selected: no perturbation compiles
+        self.perturbed: set[CaseKey] | None = None  # cases a selected check needs perturbed; None: every case
         self.rank_pools = RankPools()  # rank processes, kept from one distributed case to the next
 
     def compiled(self, case: Case) -> CompiledRun:
         """The one compiled run of `case` (parity, kernel_count, recompile, graph_breaks)."""
-        return self._get("compiled", case, lambda c: run_compiled(c, perturb=c.id not in self.unperturbed))
+        perturb = self.perturbed is None or case.key in self.perturbed
+        return self._get("compiled", case, lambda c: run_compiled(c, perturb=perturb))
 
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""
         return self._get("distributed", case, lambda c: run_distributed(c, self.rank_pools))
 
     def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
-        key = (kind, case.id)
+        key = (kind, case.key)
         if key not in self._runs:
             try:
                 self._runs[key] = make(case)
@@ -42,13 +45,15 @@ class RunCache:
             raise result
         return result
 
-    def peek(self, kind: str, case_id: str) -> Any:
-        """The finished run of that kind for the case, or None (not run, or it raised)."""
-        result = self._runs.get((kind, case_id))
+    def peek(self, kind: str, case: Any) -> Any:
+        """The finished run of that kind ("compiled", "distributed") for the case, or None (not
+        run, or it raised); never runs anything."""
+        result = self._runs.get((kind, case.key))
         return None if isinstance(result, Exception) else result
 
-    def release(self, case_id: str) -> None:
-        for key in [k for k in self._runs if k[1] == case_id]:
+    def release(self, case: Any) -> None:
+        """Free the case's runs (its last item was torn down)."""
+        for key in [k for k in self._runs if k[1] == case.key]:
             del self._runs[key]
 
     def close(self) -> None:

@@ -3,7 +3,8 @@ expansion takes the registry of checks it expands for."""
 
 from __future__ import annotations
 
-from .case import Case, KernelExpectation
+from .case import Case
+from .kernel_table import KernelExpectation
 from .errors import SpecError, did_you_mean
 from .expand import expand
 from .loader import load_spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import DistributedSpec, InBackwardSpec, RecompileSpec, Tolerance
+from .schema import DistributedSpec, Tolerance
 
 
 @dataclass(frozen=True)
@@ -21,15 +21,6 @@ class Variant:
     @property
     def plain(self) -> bool:
         return not self.closure and self.scheduler is None
-
-
-@dataclass(frozen=True, eq=False)
-class KernelExpectation:
-    count: int | None
-    where: str  # "specs/adam.yaml:12 kernel_counts['2.13'].cpu['*']", or where to add one
-    torch_version: str
-    table: tuple = ("kernel_counts",)  # key path of the table in the spec
-    pattern: str | None = None  # the entry that applied (exact id, glob or '*'); None: no entry
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -53,18 +44,17 @@ class Case:
     min_movement: float = 10.0
     fallback_random: bool = False
     setup: str | None = None
-    in_backward: InBackwardSpec = InBackwardSpec()
     distributed: DistributedSpec = DistributedSpec()
     checks: tuple[str, ...] = ("parity", "kernel_count")
-    kernels: KernelExpectation | None = None
-    recompile: RecompileSpec = RecompileSpec()
-    perturbation_kernels: tuple[KernelExpectation, ...] = ()
-    graph_breaks: int = 0
-    compile_budget_s: float | None = None
-    cudagraphs: bool = True
     skip: dict[str, str] = field(default_factory=dict)  # check -> reason
     xfail: dict[str, str] = field(default_factory=dict)
-    sections: dict[str, Any] = field(default_factory=dict)  # check name -> its own spec section (validated model)
+    sections: dict[str, Any] = field(default_factory=dict)  # spec key -> a check's section (validated model)
+    expected: dict[str, Any] = field(default_factory=dict)  # check name -> what its `expect` made of this case
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Unique in a session: two spec files may make the same case id."""
+        return (self.spec_path, self.id)
 
     @property
     def location(self) -> str:
@@ -108,6 +98,10 @@ class HookOrderCase:
     xfail: dict[str, str] = field(default_factory=dict)
 
     @property
+    def key(self) -> tuple[str, str]:
+        return (self.spec_path, self.id)
+
+    @property
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
 
@@ -126,6 +120,10 @@ class FuzzCase:
     checks: tuple[str, ...] = ()
     skip: dict[str, str] = field(default_factory=dict)
     xfail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.spec_path, self.id)
 
     @property
     def location(self) -> str:

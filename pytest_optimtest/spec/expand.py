@@ -8,7 +8,10 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from .case import Case, FuzzCase, HookOrderCase, KernelExpectation, Variant
+from pydantic import ValidationError
+
+from .case import Case, FuzzCase, HookOrderCase, Variant
+from .context import CaseContext, SpecContext
 from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
@@ -44,25 +47,19 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
     for name, kwargs in spec.schedulers.items():
         _check_values(kwargs, ("schedulers", name), locator)
-    for name in spec.recompile.schedulers:
-        if name not in schedulers:
-            raise locator.error(("recompile", "schedulers", name), f"unknown scheduler {name!r}{did_you_mean(name, schedulers)}; declare it under 'schedulers'")
-    for i, perturbation in enumerate(spec.recompile.perturbations):
-        _check_values(perturbation.add_param_group or {}, ("recompile", "perturbations", i, "add_param_group"), locator)
-        _check_values(perturbation.set_group or {}, ("recompile", "perturbations", i, "set_group"), locator)
     _check_values(spec.kwargs, ("kwargs",), locator)
-    for i, group in enumerate(spec.in_backward.groups):
-        _check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"), locator)
     _check_values({"model": {"import": spec.model}}, (), locator)
     if spec.setup:
         _check_values({"setup": {"import": spec.setup}}, (), locator)
+    context = SpecContext(locator, spec, optimizer_cls, tuple(schedulers), torch_version)
+    sections = _sections(spec, checks, context)
     prefix = spec.name or optimizer_cls.__name__.lower()
     distributed = _distributed_cases(spec, locator)
     _bound_case_count(spec, locator)
 
     cases: list[Case] = []
     seen: dict[str, int] = {}
-    per_variant = _PerVariant(spec, locator, checks, torch_version)
+    per_variant = _PerVariant(spec, locator, checks, sections, context)
     for index, entry in enumerate(spec.cases):
         where = ("cases", index)
         line = locator.line(where)
@@ -118,32 +115,27 @@ def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], op
 
 
 class _PerVariant:
-    """What a case takes from its variant alone (its checks, their sections, an absent kernel
-    table's message), worked out once per variant: a spec of 10,000 cases has a few dozen
-    variants, and collection time is the user's."""
+    """What a case takes from its variant alone (its checks, and so which sections it reads),
+    worked out once per variant: a spec of 10,000 cases has a few dozen variants, and
+    collection time is the user's."""
 
-    def __init__(self, spec: Spec, locator: Locator, checks: Mapping[str, Any], torch_version: str) -> None:
-        self.spec, self.locator, self.checks, self.torch_version = spec, locator, checks, torch_version
+    def __init__(self, spec: Spec, locator: Locator, checks: Mapping[str, Any], sections: dict[str, Any],
+                 context: SpecContext) -> None:
+        self.spec, self.locator, self.checks, self.sections, self.context = spec, locator, checks, sections, context
         self._applied: dict[Variant, tuple[str, ...]] = {}
-        self._sections: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._no_entry: dict[tuple, KernelExpectation] = {}
+        self._expecting: dict[tuple[str, ...], tuple[Any, ...]] = {}
 
     def applied(self, variant: Variant, case_id: str) -> tuple[str, ...]:
         if variant not in self._applied:
             self._applied[variant] = _ordered_checks(self.spec, self.locator, self.checks, variant, case_id)
         return self._applied[variant]
 
-    def sections(self, applied: tuple[str, ...]) -> dict[str, Any]:
-        if applied not in self._sections:
-            self._sections[applied] = _sections(self.spec, self.checks, applied)
-        return self._sections[applied]
-
-    def kernels(self, counts: dict, at: tuple, case_id: str, device: str) -> KernelExpectation:
-        if counts.get(self.torch_version, {}).get(device):
-            return _kernel_expectation(counts, at, self.locator, case_id, device, self.torch_version)
-        if (at, device) not in self._no_entry:  # no table here: the same "add one" for every case
-            self._no_entry[at, device] = _kernel_expectation(counts, at, self.locator, case_id, device, self.torch_version)
-        return self._no_entry[at, device]
+    def expected(self, applied: tuple[str, ...], case_id: str, device: str) -> dict[str, Any]:
+        """Each applied check's `expect` of this case (kernel tables resolve by case id)."""
+        if applied not in self._expecting:
+            self._expecting[applied] = tuple(self.checks[n] for n in applied if self.checks[n].expect is not None)
+        at = CaseContext(self.context, case_id, device)
+        return {c.name: c.expect(self.sections.get(c.key), at) for c in self._expecting[applied]}
 
 
 def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, prefix: str,
@@ -176,38 +168,32 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         min_movement=spec.min_movement,
         fallback_random=spec.fallback_random,
         setup=spec.setup,
-        in_backward=spec.in_backward,
         distributed=spec.distributed,
         checks=applied,
-        kernels=per_variant.kernels(spec.kernel_counts, ("kernel_counts",), case_id, device),
-        recompile=spec.recompile,
-        perturbation_kernels=tuple(
-            per_variant.kernels(p.kernel_counts, ("recompile", "perturbations", i, "kernel_counts"), case_id, device)
-            for i, p in enumerate(spec.recompile.perturbations)
-        ),
-        graph_breaks=spec.graph_breaks,
-        compile_budget_s=spec.compile_budget_s,
-        cudagraphs=spec.cudagraphs,
         skip=_rule_reasons(spec.skip, case_id, device, applied),
         xfail=_rule_reasons(spec.xfail, case_id, device, applied),
-        sections=per_variant.sections(applied),
+        sections=per_variant.sections,
+        expected=per_variant.expected(applied, case_id, device),
     )
 
 
-def _sections(spec: Spec, checks: Mapping[str, Any], applied: tuple[str, ...]) -> dict[str, Any]:
-    """Each applied check's own section: the file's, else the model's defaults (None if it has none)."""
-    out = {}
-    for name in applied:
-        model = getattr(checks[name], "section", None)
-        if model is None:
+def _sections(spec: Spec, checks: Mapping[str, Any], context: SpecContext) -> dict[str, Any]:
+    """Every check-owned section: the file's, else its model's defaults (None when the model has
+    required fields: the check sees None and says what it needs); each validated by its checks."""
+    out: dict[str, Any] = {}
+    for check in checks.values():
+        if check.section is None:
             continue
-        value = getattr(spec, name, None)
-        if value is None:
-            try:
-                value = model()
-            except Exception:  # required fields: the check sees None and says what it needs
-                value = None
-        out[name] = value
+        if check.key not in out:
+            value = getattr(spec, check.key, None)
+            if value is None:
+                try:
+                    value = check.section()
+                except ValidationError:
+                    value = None
+            out[check.key] = value
+        if check.validate is not None and out[check.key] is not None:
+            check.validate(out[check.key], context)
     return out
 
 
@@ -275,19 +261,6 @@ def _rule_reasons(rules: list, case_id: str, device: str, checks: tuple[str, ...
             for check in rule.checks or checks:
                 reasons.setdefault(check, rule.reason)
     return reasons
-
-
-def _kernel_expectation(counts: dict, at: tuple, locator: Locator, case_id: str, device: str, version: str) -> KernelExpectation:
-    """The entry of a kernel table that applies: exact id, then globs in order, then '*'."""
-    table = counts.get(version, {}).get(device, {})
-    exact = [p for p in table if p == case_id]
-    globs = [p for p in table if p != "*" and p not in exact and fnmatch.fnmatchcase(case_id, p)]
-    name = ".".join(str(part) if isinstance(part, str) else f"[{part}]" for part in at).replace(".[", "[")
-    for pattern in exact + globs + (["*"] if "*" in table else []):
-        line = locator.line((*at, version, device, pattern)) or locator.line((*at, version, device))
-        where = f"{locator.path}:{line} {name}['{version}'].{device}['{pattern}']"
-        return KernelExpectation(table[pattern], where, version, tuple(at), pattern)
-    return KernelExpectation(None, f"{locator.path}: add {name}['{version}'].{device}", version, tuple(at))
 
 
 def _resolve_optimizer(path: str, locator: Locator) -> type:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEv
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from .errors import SpecError, did_you_mean, key_path
-from .schema import HookOrderFuzzSpec, HookOrderSpec, Spec
+from .schema import HookOrderFuzzSpec, HookOrderSpec, SectionModels, Spec, spec_model
 
 KINDS = {"hook_order": HookOrderSpec, "hook_order_fuzz": HookOrderFuzzSpec}
 
@@ -178,12 +176,13 @@ def _unconstructible(path: str, text: str, exc: Exception) -> SpecError:
     return SpecError(path, None, "", f"not readable as YAML: {type(exc).__name__}: {exc}")
 
 
-def load_spec(path: str | Path, sections: Mapping[str, type] | None = None
+def load_spec(path: str | Path, sections: SectionModels = ()
               ) -> tuple[Spec | HookOrderSpec | HookOrderFuzzSpec, Locator]:
     """Parse and validate one spec file; raise `SpecError` on any bad input, in bounded time.
 
-    `sections` (check name -> pydantic model) are the checks' own top-level keys an optimizer
-    spec may also have; every other unknown key is still an error."""
+    `sections` ((spec key, pydantic model) pairs) are the checks' own top-level keys an
+    optimizer spec may also have; every other unknown key is still an error. A registry
+    (`pytest_optimtest.checks.Registry`) passes its own: `registry.load_spec(path)`."""
     path = str(path)
     root = _parse(path, _read(path))
     locator = Locator(path, root)
@@ -196,20 +195,12 @@ def load_spec(path: str | Path, sections: Mapping[str, type] | None = None
     if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
         raise locator.error(("kind",), f"unknown kind {kind!r}{did_you_mean(str(kind), KINDS)}; "
                                        f"one of {', '.join(KINDS)}, or none for an optimizer spec")
-    schema = KINDS.get(kind) or (_spec_with(tuple(sorted(sections.items()))) if sections else Spec)
+    schema = KINDS.get(kind) or spec_model(sections)
     try:
         spec = schema.model_validate(plain)
     except pydantic.ValidationError as exc:
         raise _first_error(exc, locator, schema) from None
     return spec, locator
-
-
-@functools.lru_cache(maxsize=16)
-def _spec_with(sections: tuple[tuple[str, type], ...]) -> type[Spec]:
-    """Spec with an optional field per check-owned section."""
-    fields: dict[str, Any] = {name: (model | None, pydantic.Field(None, description=f"the {name} check's section"))
-                              for name, model in sections}
-    return pydantic.create_model("Spec", __base__=Spec, **fields)
 
 
 def _first_error(exc: pydantic.ValidationError, locator: Locator, schema: Any) -> SpecError:
@@ -219,7 +210,11 @@ def _first_error(exc: pydantic.ValidationError, locator: Locator, schema: Any) -
     parts = tuple(p for p in err["loc"] if isinstance(p, int) or (isinstance(p, str) and "[" not in p))
     if err["type"] == "extra_forbidden":
         allowed = _allowed_keys(parts[:-1], schema)
-        return locator.error(parts, f"unknown key {parts[-1]!r}{did_you_mean(str(parts[-1]), allowed)}")
+        hint = did_you_mean(str(parts[-1]), allowed)
+        if len(parts) == 1 and not hint:
+            hint = ("; if it is the section of a check of your own, register that check (a pytest_optimtest_checks() "
+                    "hook in a conftest.py above this spec, or the pytest_optimtest.checks entry-point group)")
+        return locator.error(parts, f"unknown key {parts[-1]!r}{hint}")
     message = err["msg"]
     if err["type"] != "value_error" and "input" in err:
         message += f", got {_short(repr(err['input']))}"

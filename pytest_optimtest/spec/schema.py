@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model, field_validator, model_validator
 
 Device = Literal["cpu", "cuda", "mps"]
 NAME = r"^[a-z0-9][a-z0-9_]*$"
@@ -15,18 +16,28 @@ MAX_COMPILES = 100
 MAX_EXAMPLES = 1_000_000
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """Unknown keys are errors; validated values are frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Tolerance(_Strict):
+class Tolerance(StrictModel):
     """Element-wise closeness: |eager - compiled| <= atol + rtol * |eager|."""
 
     atol: float = Field(ge=0)
     rtol: float = Field(ge=0)
 
 
-class Rule(_Strict):
+def check_torch_version(version: Any, what: str) -> None:
+    if not isinstance(version, str):
+        raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
+    if not TORCH_VERSION.match(version):
+        raise ValueError(f"{what} like '2.13', got {version!r}")
+
+
+
+class Rule(StrictModel):
     """Selects generated tests by case-id glob, devices, checks and torch versions; a reason is required."""
 
     cases: str = Field("*", description="fnmatch pattern over case ids, e.g. '*-tensor_lr-*'")
@@ -39,18 +50,18 @@ class Rule(_Strict):
     @classmethod
     def _versions(cls, versions: list[Any] | None) -> list[Any] | None:
         for version in versions or ():
-            _check_torch_version(version, "torch versions")
+            check_torch_version(version, "torch versions")
         return versions
 
 
-class GridAxis(_Strict):
+class GridAxis(StrictModel):
     """One flag crossed with every case; `devices` limits where it varies."""
 
     values: list[Any] = Field(min_length=1)
     devices: list[Device] | None = None
 
 
-class CaseSpec(_Strict):
+class CaseSpec(StrictModel):
     """A named optimizer configuration, like PyTorch's OptimizerInput."""
 
     name: str = Field(pattern=NAME)
@@ -64,126 +75,7 @@ class CaseSpec(_Strict):
     tolerance: Tolerance | None = None
 
 
-class ParamGroupSpec(_Strict):
-    """Params by name: a glob over unique names, or an exact name (an alias of a tied param too)."""
-
-    params: list[str] = Field(min_length=1)
-    kwargs: dict[str, Any] = {}
-
-
-class InBackwardSpec(_Strict):
-    """How the in-backward checks build and compare their models."""
-
-    steps: int = Field(6, ge=1, le=MAX_STEPS)
-    groups: list[ParamGroupSpec] = Field(
-        [ParamGroupSpec(params=["*weight"]), ParamGroupSpec(params=["*bias"])],
-        description="optimizer groups (PyTorch's test: weights, biases); kwargs go over the case's",
-    )
-    tie: list[list[str]] = Field(
-        [["0.weight", "1.weight"]], description="params the tied variant shares: each list becomes its first"
-    )
-    per_parameter: str | None = Field(
-        None,
-        description="why this optimizer cannot match one optimizer over all params (it couples params or "
-        "draws random numbers); then the reference is one optimizer per param stepped in hook order",
-    )
-
-
-KernelTable = dict[str, dict[Device, dict[str, int]]]
-
-
-def _check_torch_version(version: Any, what: str) -> None:
-    if not isinstance(version, str):
-        raise ValueError(f"quote torch versions: '{version}' (YAML reads {version} as a number)")
-    if not TORCH_VERSION.match(version):
-        raise ValueError(f"{what} like '2.13', got {version!r}")
-
-
-def _kernel_table(counts: Any) -> Any:
-    """Validate torch-version keys and expand the `device: N` shorthand to `device: {'*': N}`."""
-    if not isinstance(counts, dict):
-        return counts
-    for version, per_device in counts.items():
-        _check_torch_version(version, "kernel_counts keys are torch versions")
-        if isinstance(per_device, dict):
-            counts[version] = {d: {"*": n} if isinstance(n, int) else n for d, n in per_device.items()}
-    return counts
-
-
-PERTURBATIONS = ("set_lr", "replace_state", "clear_state", "add_param_group", "set_group")
-
-
-class Perturbation(_Strict):
-    """One change made to the optimizer between compiled steps, and the recompiles it must cause.
-
-    Exactly one of: set_lr (every group's lr becomes this Python float), replace_state (that
-    state tensor of the first param is replaced by an equal copy: proves a guard on identity),
-    clear_state, add_param_group (kwargs of a new group holding one new param), set_group
-    (hyperparameters written into every group, e.g. {maximize: true}).
-    """
-
-    set_lr: float | None = None
-    replace_state: str | None = None
-    clear_state: bool = False
-    add_param_group: dict[str, Any] | None = None
-    set_group: dict[str, Any] | None = None
-    recompiles: int | None = Field(1, ge=0, le=MAX_COMPILES, description="recompiles the next compiled step must make; "
-                                   "null: observe and report only (the implicit default perturbation)")
-    kernel_counts: KernelTable = Field({}, description="kernels that recompile generates, keyed as kernel_counts")
-
-    @model_validator(mode="after")
-    def _one_action(self) -> Perturbation:
-        given = [k for k in PERTURBATIONS if getattr(self, k) not in (None, False)]
-        if len(given) != 1:
-            raise ValueError(f"a perturbation takes exactly one of {', '.join(PERTURBATIONS)}; got {given or 'none'}")
-        return self
-
-    @property
-    def action(self) -> str:
-        return next(k for k in PERTURBATIONS if getattr(self, k) not in (None, False))
-
-    @field_validator("kernel_counts", mode="before")
-    @classmethod
-    def _counts_shorthand(cls, counts: Any) -> Any:
-        return _kernel_table(counts)
-
-
-SETTLE_STEPS = 4
-
-
-class Warmup(_Strict):
-    """Steps before the steady state, and how many times they may compile the step.
-
-    Undeclared, the warm-up steps until a step compiles nothing (at most SETTLE_STEPS): one
-    recompile for state an optimizer creates inside `step` is the norm; one on every step is not.
-    The scheduler is not stepped while it settles: its recompiles are judged over the steady steps.
-    """
-
-    steps: int | None = Field(None, ge=1, le=MAX_STEPS, description=f"default: until settled, at most {SETTLE_STEPS}")
-    compiles: int | None = Field(None, ge=1, le=MAX_COMPILES, description="e.g. 2 for SGD with momentum: its buffer "
-                                 "appears after step 1; default: 1 with `steps`, else what settling took")
-
-    @property
-    def allowed_compiles(self) -> int | None:
-        return self.compiles if self.compiles is not None else (1 if self.steps is not None else None)
-
-
-class RecompileSpec(_Strict):
-    """What the recompile check expects of the compiled step."""
-
-    warmup: Warmup = Warmup()
-    steps: int = Field(4, ge=1, le=MAX_STEPS, description="steady steps after warm-up; none may recompile")
-    perturbations: list[Perturbation] = Field(
-        [Perturbation(clear_state=True, recompiles=None)],
-        description="applied in order; undeclared: clear_state, its recompiles observed and reported, not assumed "
-        "(an optimizer without state does not recompile); --optim-update-expected writes what it saw")
-    schedulers: dict[str, int] = Field(
-        {}, description="scheduler name -> recompiles its steps may cause over the steady steps (default 0)"
-    )
-    load_state_dict: int = Field(1, ge=0, le=MAX_COMPILES, description="recompiles a load_state_dict into the compiled optimizer may cause")
-
-
-class DistributedSpec(_Strict):
+class DistributedSpec(StrictModel):
     """The distributed checks: a whole train step compiled in one process vs DDP (and ZeRO) on N ranks."""
 
     cases: list[str] | None = Field(
@@ -213,7 +105,7 @@ def _examples(value: Any) -> Any:
     return {"dev": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-class FuzzProperty(_Strict):
+class FuzzProperty(StrictModel):
     """One Hypothesis property and its example counts per settings profile."""
 
     examples: dict[str, int] = Field(
@@ -284,7 +176,7 @@ class FuzzDtypes(FuzzShapes):
     dtypes: list[FuzzDtype] = Field(["bfloat16", "float64"], min_length=1, description="tried in this order")
 
 
-class FuzzSpec(_Strict):
+class FuzzSpec(StrictModel):
     """Hypothesis properties of this optimizer; each draws the spec's plain cases.
 
     parity and in_backward compare the compiled or in-backward run with eager; the others are
@@ -303,7 +195,7 @@ class FuzzSpec(_Strict):
         None, description="lr=0 leaves params bitwise unchanged; not for optimizers whose decay ignores lr")
 
 
-class Spec(_Strict):
+class Spec(StrictModel):
     """One optimizer's test matrix."""
 
     optimizer: str = Field(description="import path: 'torch.optim.Adam' or 'mypkg.optim:Lion'")
@@ -334,16 +226,6 @@ class Spec(_Strict):
                               "right after construction: setup(optimizer) (e.g. schedule-free's optimizer.train())")
     requires: list[str] = Field([], description="modules the spec needs (e.g. the optimizer's package): when one "
                                 "cannot be imported, the spec's tests are skipped with that reason instead of failing")
-    kernel_counts: KernelTable = Field(
-        {}, description="torch major.minor -> device -> {case-id glob or '*': generated kernel count}"
-    )
-    recompile: RecompileSpec = RecompileSpec()
-    graph_breaks: int = Field(0, ge=0, le=MAX_COMPILES, description="distinct graph-break reasons a compile without fullgraph must show")
-    compile_budget_s: float | None = Field(
-        None, gt=0, le=86400, description="fail compile_time past this many seconds (default: report only)"
-    )
-    cudagraphs: bool = Field(True, description="run CUDA cases under inductor's cudagraphs, as PyTorch's tests")
-    in_backward: InBackwardSpec = InBackwardSpec()
     distributed: DistributedSpec = DistributedSpec()
     fuzz: FuzzSpec | None = Field(None, description="Hypothesis properties: parity, in_backward")
     checks: list[str] | None = Field(
@@ -359,16 +241,12 @@ class Spec(_Strict):
             return {k: {"values": v} if isinstance(v, list) else v for k, v in grid.items()}
         return grid
 
-    @field_validator("kernel_counts", mode="before")
-    @classmethod
-    def _counts_shorthand(cls, counts: Any) -> Any:
-        return _kernel_table(counts)
 
 
 HOOK_KINDS = ("pre_fw", "post_fw", "pre_bw", "post_bw")
 
 
-class HookEventSpec(_Strict):
+class HookEventSpec(StrictModel):
     """One expected ModTracker event; shorthand: [event, module, in_parents, is_bw]."""
 
     event: str = Field(pattern=r"^(pre_fw|post_fw|pre_bw|post_bw|mark:.+)$",
@@ -388,14 +266,14 @@ class HookEventSpec(_Strict):
         return value
 
 
-class AfterBackward(_Strict):
+class AfterBackward(StrictModel):
     """The tracker's state right after backward, still inside it."""
 
     is_bw: bool = False
     parents: list[str] = ["Global"]
 
 
-class HookOrderSpec(_Strict):
+class HookOrderSpec(StrictModel):
     """A ModTracker hook-order test: a model, its input, and the events ModTracker must report."""
 
     kind: Literal["hook_order"]
@@ -435,11 +313,23 @@ class HookOrderFuzzSpec(FuzzProperty):
     max_children: int = Field(3, ge=1, le=16, description="children per container, at most")
 
 
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a spec file, for editor completion."""
-    from pydantic import TypeAdapter
+SectionModels = tuple[tuple[str, type], ...]  # (spec key, pydantic model) of each check-owned section
 
-    schema = TypeAdapter(Spec | HookOrderSpec | HookOrderFuzzSpec).json_schema()
+
+@functools.lru_cache(maxsize=16)
+def spec_model(sections: SectionModels = ()) -> type[Spec]:
+    """`Spec` with an optional top-level field per check-owned section (absent: None, and the
+    check gets its model's defaults)."""
+    if not sections:
+        return Spec
+    fields: dict[str, Any] = {key: (model | None, Field(None, description=(model.__doc__ or "").strip() or None))
+                              for key, model in sections}
+    return create_model("Spec", __base__=Spec, **fields)
+
+
+def json_schema(sections: SectionModels = ()) -> dict[str, Any]:
+    """The JSON Schema of a spec file, with these check-owned sections, for editor completion."""
+    schema = TypeAdapter(spec_model(sections) | HookOrderSpec | HookOrderFuzzSpec).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-optimtest spec"
     return schema

@@ -9,17 +9,18 @@ from dataclasses import replace
 import torch
 from hypothesis import strategies as st
 
-from ..harness import torch_api
-from ..harness.compare import listed, max_movement, snapshot_differences
-from ..harness.devices import seed_all
-from ..harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
-from ..harness.isolation import isolated, isolated_case
-from ..harness.builder import make_optimizer
-from ..harness.properties import run_property
-from ..harness.snapshot import snapshot
-from ..strategies import Params, mlps, module_trees, param_lists, tree_input
-from .base import NotApplicable
-from .in_backward import compare_in_backward
+from ...harness import torch_api
+from ...harness.compare import listed, max_movement, snapshot_differences
+from ...harness.devices import seed_all
+from ...harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
+from ...harness.in_backward_run import SECTION_KEY, in_backward_section
+from ...harness.isolation import isolated, isolated_case
+from ...harness.builder import make_optimizer
+from ...harness.hypothesis_runs import run_property
+from ...harness.snapshot import snapshot
+from ...harness.strategies import Params, mlps, module_trees, param_lists, tree_input
+from ..base import Check, NotApplicable
+from ..in_backward import compare_in_backward
 
 
 def _rerun(fuzz, check: str) -> str:
@@ -102,7 +103,7 @@ def check_fuzz_in_backward(fuzz, runs) -> str:
     seen: Counter = Counter()
 
     def example(case, model) -> None:
-        fuzzed = replace(case, model=model, in_backward=case.in_backward.model_copy(update={"tie": model.tie_names()}))
+        fuzzed = replace(case, model=model, sections={**case.sections, SECTION_KEY: in_backward_section(case).model_copy(update={"tie": model.tie_names()})})
         _, _, moved = compare_in_backward(fuzzed, tied=bool(model.ties), require_movement=False)
         seen["tied" if model.ties else "untied"] += 1
         seen["moved"] += moved >= case.min_movement
@@ -188,3 +189,10 @@ def nesting_problem(events: list[HookEvent]) -> str | None:
         if post[parent] < begin or pre.get(parent, post[parent]) > end:
             return f"backward: {module} (events {begin}-{end}) does not overlap its parent {parent}"
     return None
+
+
+PARITY = Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz")
+IN_BACKWARD = Check("fuzz_in_backward", check_fuzz_in_backward, "Hypothesis: in-backward vs reference on fuzzed, tied MLPs",
+                    "fuzz")
+HOOK_ORDER = Check("fuzz_hook_order", check_fuzz_hook_order,
+                   "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz")

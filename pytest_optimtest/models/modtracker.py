@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from .harness.hook_recorder import mark
+from ..harness.hook_recorder import mark
 
 
 class Foo(torch.nn.Module):

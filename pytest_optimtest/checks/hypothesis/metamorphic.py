@@ -24,14 +24,14 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from ..harness.compare import max_movement, tensor_difference, value_differences
-from ..harness.devices import seed_all
-from ..harness.isolation import isolated_case
-from ..harness.builder import make_optimizer
-from ..harness.properties import run_property
-from ..spec.schema import Tolerance
-from ..strategies import LAYOUTS, Param, Params, param_lists
-from .base import NotApplicable
+from ...harness.compare import max_movement, tensor_difference, value_differences
+from ...harness.devices import seed_all
+from ...harness.isolation import isolated_case
+from ...harness.builder import make_optimizer
+from ...harness.hypothesis_runs import run_property
+from ...spec.schema import Tolerance
+from ...harness.strategies import LAYOUTS, Param, Params, param_lists
+from ..base import Check, NotApplicable
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
@@ -262,3 +262,12 @@ def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> str:
 
     run, seen = _run(fuzz, "fuzz_zero_lr", example)
     return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved at the case's lr): lr=0 left params unchanged"
+
+
+ELEMENTWISE = Check("fuzz_elementwise", check_fuzz_elementwise,
+                    "Hypothesis: layout, splitting and param order do not change updates", "fuzz")
+MAXIMIZE = Check("fuzz_maximize", check_fuzz_maximize, "Hypothesis: maximize on grad g equals minimize on -g, state included",
+                 "fuzz")
+DTYPES = Check("fuzz_dtypes", check_fuzz_dtypes, "Hypothesis: params and state keep their dtype and device", "fuzz")
+DETERMINISM = Check("fuzz_determinism", check_fuzz_determinism, "Hypothesis: two runs from one seed are bitwise equal", "fuzz")
+ZERO_LR = Check("fuzz_zero_lr", check_fuzz_zero_lr, "Hypothesis: lr=0 leaves params unchanged", "fuzz")

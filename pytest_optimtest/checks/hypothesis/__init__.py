@@ -1,0 +1,2 @@
+"""Checks that are Hypothesis properties: fuzzed comparisons against a reference (fuzzed) and
+metamorphic laws of the eager step (metamorphic)."""

@@ -1,0 +1,182 @@
+"""The pytest nodes of a spec run: a spec file, its cases' check items, and the items that
+stand for a broken spec or a missing requirement. They hold no state: the session does."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .spec import Case, SpecError
+from .spec.errors import internal_error
+
+if TYPE_CHECKING:
+    from .session import OptimtestSession
+
+
+SESSION_PLUGIN = "optimtest-session"  # the name the session registers itself under as a plugin
+
+
+def _session(node: pytest.Node) -> OptimtestSession:
+    return node.config.pluginmanager.get_plugin(SESSION_PLUGIN)
+
+
+class SpecFile(pytest.File):
+    """A spec: its cases' items, or one error item when the spec is invalid."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        with _cyclic_gc_paused():
+            yield from self._collect()
+
+    def _collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        session = _session(self)
+        try:
+            spec, locator = session.registry.load_spec(self.path)
+            missing = missing_requirements(spec)
+            if missing:
+                yield MissingRequirementItem.from_parent(self, name="requires", reason=missing)
+                return
+            cases = session.registry.expand(spec, locator)
+        except SpecError as exc:
+            yield SpecErrorItem.from_parent(self, name="spec-error", error=exc)
+            return
+        except Exception as exc:  # a bug of ours, not the spec's: this file errors, the session goes on
+            yield SpecErrorItem.from_parent(self, name="spec-error", error=internal_error(self.path, exc))
+            return
+        nested = self._named_below()
+        for case in session.generated(cases):
+            if nested:
+                yield CaseNode.from_parent(self, name=case.id, case=case)
+            else:
+                yield from case_items(self, case, prefix=f"{case.id}::")
+
+    def _named_below(self) -> bool:
+        """Whether an argument names a node inside this file (`spec.yaml::case[::check]`).
+
+        A case's items are children of the file, named `case::check`: a collector per case
+        would cost pytest as much as its items (10,000 cases). pytest matches such an argument
+        one name per level, so then the file collects a node per case instead; the node ids
+        are the same strings either way."""
+        base, here = self.config.invocation_params.dir, self.path.resolve()
+        for arg in self.config.args:
+            path, sep, _ = str(arg).partition("::")
+            if sep and (base / path).resolve() == here:
+                return True
+        return False
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Building a big spec's nodes allocates so much that the cyclic GC runs over and over: paused,
+    a 10,000-case spec collects in 1.86 s instead of 2.24 s (bench/bench.py --only collect)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class SpecErrorItem(pytest.Item):
+    """Reports a broken spec as an error of that file alone; other specs still run."""
+
+    def __init__(self, *, error: SpecError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def setup(self) -> None:
+        pytest.fail(f"invalid optimizer spec: {self.error}", pytrace=False)
+
+    def runtest(self) -> None:  # pragma: no cover - setup always fails
+        pass
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.error.line or 1) - 1, f"spec-error: {self.error.path}"
+
+
+def missing_requirements(spec: Any) -> str | None:
+    """Why a spec's `requires` cannot be met on this machine, or None."""
+    missing = []
+    for module in getattr(spec, "requires", []):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing.append(f"{module} ({exc})")
+    return f"requires {', '.join(missing)}: not importable here" if missing else None
+
+
+class MissingRequirementItem(pytest.Item):
+    """Stands for a spec whose `requires` are not installed: one skip, with the reason."""
+
+    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+
+    def runtest(self) -> None:
+        pytest.skip(self.reason)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, 0, "requires"
+
+
+def case_items(parent: pytest.Collector, case: Any, prefix: str = "") -> Iterator[pytest.Item]:
+    """A case's items: the checks the spec asks for, prerequisites first, then its benchmarks."""
+    for name in case.checks:
+        item = CheckItem.from_parent(parent, name=prefix + name, case=case, check=name)
+        if name in case.xfail:
+            item.add_marker(pytest.mark.xfail(reason=case.xfail[name], strict=True))
+        yield item
+    if parent.config.getoption("optim_benchmark") and isinstance(case, Case) and not case.closure \
+            and case.scheduler is None:
+        from .benchmark import benchmark_items  # pytest-benchmark's fixture: only with --optim-benchmark
+
+        yield from benchmark_items(parent, case, prefix)
+
+
+class CaseNode(pytest.Collector):
+    """One generated case, collected only when an argument names a node below its file."""
+
+    def __init__(self, *, case: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+
+    def collect(self) -> Iterator[pytest.Item]:
+        yield from case_items(self, self.case)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.case.line or 1) - 1, self.case.id
+
+
+class CheckItem(pytest.Item):
+    """Runs one check on one case, through the session."""
+
+    def __init__(self, *, case: Any, check: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.check = check
+
+    def setup(self) -> None:
+        _session(self).setup_item(self)
+
+    def runtest(self) -> None:
+        summary = _session(self).run_item(self)
+        self.add_report_section("call", "optimtest", summary or "")  # shown by -rP / -rA
+
+    def teardown(self) -> None:
+        _session(self).teardown_item(self)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        exc = excinfo.value
+        where = f"[{self.check}] {self.case.id} ({self.case.location})"
+        if isinstance(exc, AssertionError):
+            return f"{where}\n{exc}"
+        return f"{where}\nerror while running the case: {type(exc).__name__}: {exc}"
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.case.line or 1) - 1, f"{self.check}[{self.case.id}]"
