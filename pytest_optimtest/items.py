@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 
 
 SESSION_PLUGIN = "optimtest-session"  # the name the session registers itself under as a plugin
+SESSION = pytest.StashKey["OptimtestSession"]()  # where it lives on the config
 
 
-def _session(node: pytest.Node) -> OptimtestSession:
-    return node.config.pluginmanager.get_plugin(SESSION_PLUGIN)
+def _session(node: pytest.Item | pytest.Collector) -> OptimtestSession:
+    return node.config.stash[SESSION]
 
 
 class SpecFile(pytest.File):

@@ -64,7 +64,7 @@ class Results:
         """One row per spec: outcomes, observed kernel counts, compile seconds, median speedup."""
         rows = []
         for spec, records in self.by_spec().items():
-            outcomes = defaultdict(int)
+            outcomes: defaultdict[str, int] = defaultdict(int)
             for r in records:
                 outcomes[r["outcome"]] += 1
             kernels = sorted({r["metrics"]["kernels"] for r in records if r["check"] == "kernel_count" and "kernels" in r["metrics"]})

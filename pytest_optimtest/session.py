@@ -22,10 +22,9 @@ from .checks.registry import entry_point_checks
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
 from .harness.run_cache import CaseKey, RunCache
-from .items import SESSION_PLUGIN, CheckItem, SpecFile
+from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
 
 SPEC_SUFFIXES = (".yaml", ".yml")
-SESSION = pytest.StashKey["OptimtestSession"]()
 _REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without specs (fixtures and markers only)
 
 

@@ -105,7 +105,7 @@ def _kernel_changes(key: tuple, declared: int | None, observed: dict[str, int], 
     return changes + [Change(spec, (*base, case), None, n) for case, n in exact.items()]
 
 
-def _table_for(observed: dict[str, int], default: int) -> tuple[list[tuple[str, int]], dict[str, int]]:
+def _table_for(observed: dict[str, Any], default: Any) -> tuple[list[tuple[str, int]], dict[str, int]]:
     """The globs under a '*' of `default`, and the exact entries still needed after them."""
     globs = [(DoubleQuotedScalarString(glob), n) for glob, n in infer_globs(observed, default)]
     exact = {case: n for case, n in observed.items()

@@ -23,6 +23,8 @@ def assert_parity(run: CompiledRun) -> str:
     require_compiled(case.id, run.graph_count, "matching eager proves nothing; graph breaks: "
                      + (", ".join(run.graph_breaks) or "none"))
     e, c = run.eager, run.compiled
+    if e is None or c is None:
+        raise RuntimeError(f"{case.id}: the compiled run ended before its snapshots were taken")
     moved = require_moved(case.id, run.initial_params, e.params, case.tolerance, case.min_movement,
                           f"over {run.steps} steps", f"; raise lr or steps in {case.location}, or loosen min_movement")
     problems = snapshot_differences(e, c, case.tolerance)
@@ -36,7 +38,7 @@ def assert_parity(run: CompiledRun) -> str:
     if added:
         notes.append(f"torch's dynamo added {', '.join(added)} = True to the compiled optimizer's groups "
                      "(OptimizerVariable._set_capturable), not compared")
-    return (f"{run.steps} steps: {len(e.params)} params, {sum(len(s) for s in e.state.values())} state entries equal; "
+    return (f"{run.steps} steps: {len(e.params)} params, {sum(map(len, e.state.values()))} state entries equal; "
             f"moved {moved:.3g} tol" + "".join(f"; {n}" for n in notes))
 
 

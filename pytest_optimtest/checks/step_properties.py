@@ -17,7 +17,7 @@ from .base import Check, NotApplicable
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
 # all present, the first missing, all present, all missing (PyTorch's test), the last missing.
-NONE_GRAD_PATTERN = ((), (0,), (), "all", (-1,), ())
+NONE_GRAD_PATTERN: tuple[tuple[int, ...] | str, ...] = ((), (0,), (), "all", (-1,), ())
 
 
 def check_none_grads(case: Any, runs: Any) -> str:
@@ -28,10 +28,10 @@ def check_none_grads(case: Any, runs: Any) -> str:
         twins = make_twins(case)
         initial = twins.initial()
         step = twins.compile()
-        grads = [p.grad.detach().clone() for p in twins.eager_model.parameters()]
+        grads = [p.grad.detach().clone() for p in twins.eager_model.parameters()]  # type: ignore[union-attr]  # make_twins gives each a grad
         names = [n for n, _ in twins.eager_model.named_parameters()]
         for i, pattern in enumerate(NONE_GRAD_PATTERN):
-            missing = set(range(len(grads))) if pattern == "all" else {j % len(grads) for j in pattern}
+            missing: set[int] = set(range(len(grads))) if isinstance(pattern, str) else {j % len(grads) for j in pattern}
             for model in (twins.eager_model, twins.compiled_model):
                 for j, p in enumerate(model.parameters()):
                     p.grad = None if j in missing else grads[j].clone()

@@ -121,7 +121,7 @@ def _run(tracker: Any, box: list, inputs: Any, loss: Callable, backward: bool, i
             break
 
 
-def _sum_of(out: Any) -> torch.Tensor:
+def _sum_of(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         return out.sum()
     if isinstance(out, dict):

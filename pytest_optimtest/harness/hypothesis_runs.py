@@ -19,7 +19,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "dev": {"max_examples": 30},
     "nightly": {"max_examples": 1000},
 }
-_COMMON = {
+_COMMON: dict[str, Any] = {
     "deadline": None,  # a compile takes seconds; Hypothesis's 200 ms deadline would flag every example
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
     "report_multiple_bugs": False,  # one shrunk failure with its message, not an ExceptionGroup of several

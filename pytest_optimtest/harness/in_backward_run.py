@@ -61,7 +61,8 @@ class CannotApply(Exception):
 
 
 def needs_closure(optimizer_cls: type) -> bool:
-    closure = inspect.signature(optimizer_cls.step).parameters.get("closure")
+    step = optimizer_cls.step  # type: ignore[attr-defined]  # an optimizer class
+    closure = inspect.signature(step).parameters.get("closure")
     return closure is not None and closure.default is inspect.Parameter.empty
 
 
@@ -135,7 +136,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
         ref_groups = [g for _ in range(copies) for g in unique_params(groups_of(reference, case))]
         per_param = in_backward_section(case).per_parameter is not None
         if per_param:
-            ref_opts = {id(p): [] for params, _ in ref_groups for p in params}
+            ref_opts: dict[int, list] = {id(p): [] for params, _ in ref_groups for p in params}
             for params, kwargs in ref_groups:
                 for p in params:
                     ref_opts[id(p)].append(optimizer_cls([p], **kwargs))

@@ -89,7 +89,7 @@ class RankPool:
         import torch.distributed as dist
 
         self.world_size = world_size
-        self._store = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)
+        self._store: Any = dist.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)
         self._folder = tempfile.TemporaryDirectory(prefix="optimtest-ranks-")
         self.folder = Path(self._folder.name)
         (self.folder / "group.pkl").write_bytes(pickle.dumps((world_size, backend, timeout_s)))
@@ -110,8 +110,8 @@ class RankPool:
         (self.folder / f"job{number}.pkl").write_bytes(pickle.dumps(job))
         try:
             for proc in self._procs:
-                proc.stdin.write(f"{number}\n".encode())
-                proc.stdin.flush()
+                proc.stdin.write(f"{number}\n".encode())  # type: ignore[union-attr]  # Popen(stdin=PIPE)
+                proc.stdin.flush()  # type: ignore[union-attr]
         except OSError:  # a rank died between jobs: _wait names it
             pass
         outputs = [self.folder / f"rank{r}.{number}.out" for r in range(self.world_size)]
@@ -161,7 +161,7 @@ def _start(folder: Path, rank: int, port: int) -> subprocess.Popen:
 def _end(procs: list[subprocess.Popen], folder: tempfile.TemporaryDirectory, grace_s: float = 5.0) -> None:
     for p in procs:
         try:
-            p.stdin.close()
+            p.stdin.close()  # type: ignore[union-attr]  # Popen(stdin=PIPE)
         except OSError:
             pass
     deadline = time.monotonic() + grace_s

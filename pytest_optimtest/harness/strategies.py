@@ -229,7 +229,8 @@ def params(draw: Any, max_dims: int = 3, max_side: int = 4, allow_empty: bool = 
            layouts: tuple[str, ...] = LAYOUTS, min_dims: int = 0) -> Param:
     """One `Param`: a shape from `shapes()` and a layout its dims allow."""
     shape = draw(shapes(max_dims, max_side, allow_empty, min_dims))
-    allowed = [l for l in layouts if l == "contiguous" or (l == "strided" and shape) or (l == "transposed" and len(shape) >= 2)]
+    allowed = [lay for lay in layouts
+               if lay == "contiguous" or (lay == "strided" and shape) or (lay == "transposed" and len(shape) >= 2)]
     return Param(shape, draw(st.sampled_from(allowed or ["contiguous"])))
 
 

@@ -209,7 +209,7 @@ def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
         raw = _without_torch_optim_wrappers(step)
         if raw is not step:
             patched.append((base, step))
-            base.step = _with_step_grad_mode(raw)
+            base.step = _with_step_grad_mode(raw)  # type: ignore[attr-defined]  # an optimizer class
     try:
         yield [f"{base.__module__}.{base.__qualname__}" for base, _ in patched]
     finally:

@@ -83,7 +83,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                             raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
                         seen[case.id] = index
                         cases.append(case)
-    return cases + _fuzz_cases(spec, locator, prefix, cases, optimizer_cls)
+    return [*cases, *_fuzz_cases(spec, locator, prefix, cases, optimizer_cls)]
 
 
 FUZZ_CHECKS = {"parity": "fuzz_parity", "in_backward": "fuzz_in_backward", "elementwise": "fuzz_elementwise",
@@ -313,7 +313,7 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
     """The optimizer's constructor must accept these kwargs (checked once per distinct set)."""
     for key in kwargs:
         if not takes_keyword(cls, key):
-            names = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "params")]
+            names = [n for n in inspect.signature(cls).parameters if n not in ("self", "params")]
             at = (*where, "kwargs", key) if key in spec.cases[where[1]].kwargs else ("kwargs", key)
             if key in spec.grid:
                 at = ("grid", key)
@@ -349,11 +349,12 @@ def _hook_order_case(spec: HookOrderSpec, locator: Locator, torch_version: str) 
         except ImportError as exc:
             raise locator.error((key,), str(exc)) from None
     _check_values(spec.model_kwargs, ("model_kwargs",), locator)
-    expected, where = spec.expected, f"{locator.path}:{locator.line(('expected',))} expected"
+    expected: Any = spec.expected
+    where = f"{locator.path}:{locator.line(('expected',))} expected"
     if isinstance(expected, dict):
-        key = torch_version if torch_version in expected else "*" if "*" in expected else None
-        where = f"{locator.path}:{locator.line(('expected', key)) if key else locator.line(('expected',))} expected['{key or torch_version}']"
-        expected = expected[key] if key else None
+        version: str | None = torch_version if torch_version in expected else "*" if "*" in expected else None
+        where = f"{locator.path}:{locator.line(('expected', version)) if version else locator.line(('expected',))} expected['{version or torch_version}']"
+        expected = expected[version] if version else None
     return HookOrderCase(
         id=spec.name, spec_path=locator.path, line=locator.line(("name",)), model=spec.model,
         model_kwargs=spec.model_kwargs, inputs=spec.inputs, iterations=spec.iterations, backward=spec.backward,

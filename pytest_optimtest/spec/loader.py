@@ -136,7 +136,8 @@ def _parse(path: str, text: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         raise SpecError(path, mark.line + 1 if mark else None, "", f"YAML syntax error: {exc.problem or exc}") from None
     except YAMLError as exc:  # ReaderError (a control character), ...: no problem_mark, maybe a position
-        line = text[:exc.position].count("\n") + 1 if isinstance(getattr(exc, "position", None), int) else None
+        position = getattr(exc, "position", None)
+        line = text[:position].count("\n") + 1 if isinstance(position, int) else None
         reason = getattr(exc, "reason", None) or str(exc).splitlines()[0]
         raise SpecError(path, line, "", f"not readable as YAML: {reason}") from None
     except RecursionError:
@@ -195,7 +196,7 @@ def load_spec(path: str | Path, sections: SectionModels = ()
     if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
         raise locator.error(("kind",), f"unknown kind {kind!r}{did_you_mean(str(kind), KINDS)}; "
                                        f"one of {', '.join(KINDS)}, or none for an optimizer spec")
-    schema = KINDS.get(kind) or spec_model(sections)
+    schema: Any = KINDS[kind] if kind is not None else spec_model(sections)
     try:
         spec = schema.model_validate(plain)
     except pydantic.ValidationError as exc:

@@ -212,7 +212,8 @@ class Spec(StrictModel):
     )
     devices: list[Device] = Field(["cpu"], min_length=1)
     closure: list[bool] = Field([False], min_length=1, description="run each case without/with a closure")
-    steps: int = Field(2, ge=1, le=MAX_STEPS, description="steps of the once-per-optimizer checks; parity compares after at least this many (its run is the warm-up and the recompile steady steps)")
+    steps: int = Field(2, ge=1, le=MAX_STEPS, description="steps of the once-per-optimizer checks; parity compares after at "
+                       "least this many (its run is the warm-up and the recompile steady steps)")
     data: Literal["random", "ones"] = Field(
         "random", description="random: seeded randn input, squared loss; ones: PyTorch's torch.ones, sum loss"
     )
@@ -329,7 +330,8 @@ def spec_model(sections: SectionModels = ()) -> type[Spec]:
 
 def json_schema(sections: SectionModels = ()) -> dict[str, Any]:
     """The JSON Schema of a spec file, with these check-owned sections, for editor completion."""
-    schema = TypeAdapter(spec_model(sections) | HookOrderSpec | HookOrderFuzzSpec).json_schema()
+    kinds: Any = spec_model(sections) | HookOrderSpec | HookOrderFuzzSpec  # a union made at run time
+    schema = TypeAdapter(kinds).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-optimtest spec"
     return schema

@@ -104,5 +104,5 @@ def takes_keyword(cls: type, name: str) -> bool:
     """Whether `cls(...)` accepts the keyword argument `name` (by name, or through **kwargs)."""
     import inspect
 
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls).parameters
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())

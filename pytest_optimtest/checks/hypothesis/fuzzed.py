@@ -70,7 +70,7 @@ def _parity_example(case, params: Params, compiled, steps: int, seen: Counter, r
     names = {p: f"params[{i}]" for i, p in enumerate(eager_params)}
     names_c = {p: f"params[{i}]" for i, p in enumerate(compiled_params)}
     initial = {n: p.detach().clone() for p, n in names.items()}
-    step = torch_api.raw_step(opt_c).__func__
+    step = torch_api.raw_step(opt_c).__func__  # type: ignore[attr-defined]  # a bound method's function
     torch_api.mark_step_called(opt_c)
     graphs = torch_api.captured_graph_count()
     with torch_api.recording_recompiles() as recompiles, torch.no_grad():

@@ -62,7 +62,7 @@ def _flat(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _movement(before: list[torch.Tensor], after: list[torch.Tensor], tol: Tolerance) -> float:
-    return max_movement(dict(enumerate(before)), {i: a.detach() for i, a in enumerate(after)}, tol)
+    return max_movement({str(i): b for i, b in enumerate(before)}, {str(i): a.detach() for i, a in enumerate(after)}, tol)
 
 
 def _state_differences(where: str, opt_a: torch.optim.Optimizer, p_a: torch.Tensor, opt_b: torch.optim.Optimizer,
