@@ -24,7 +24,7 @@ def rate(optimizer: str, examples: int, dynamic: bool) -> tuple[float, str]:
     from pytest_optimtest.harness.run_cache import RunCache
 
     register_profiles()
-    settings.load_profile("ci")  # derandomized: both runs see the same examples
+    settings.load_profile("optimtest-ci")  # derandomized: both runs see the same examples
     folder = Path(tempfile.mkdtemp())
     spec = folder / "spec.yaml"
     spec.write_text(textwrap.dedent(f"""

@@ -17,7 +17,7 @@ _EXPORTS = {
     "CompiledRun": ".harness.compiled_run", "run_compiled": ".harness.compiled_run",
     "HookEvent": ".harness.hook_recorder", "derive_hook_order": ".harness.hook_recorder", "mark": ".harness.hook_recorder",
     "record_hook_order": ".harness.hook_recorder",
-    "Case": ".spec", "SpecError": ".spec", "json_schema": ".spec", "load_case": ".cases", "load_spec": ".spec",
+    "Case": ".spec", "SpecError": ".spec", "load_case": ".cases", "load_cases": ".cases", "Registry": ".checks.registry",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .harness.blame import blame
+from .harness.compiled_run import CompiledStepOnlyError
 from .spec import Case, SpecError
 from .spec.errors import internal_error
 
@@ -173,11 +175,41 @@ class CheckItem(pytest.Item):
         _session(self).teardown_item(self)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        exc = excinfo.value
         where = f"[{self.check}] {self.case.id} ({self.case.location})"
-        if isinstance(exc, AssertionError):
-            return f"{where}\n{exc}"
-        return f"{where}\nerror while running the case: {type(exc).__name__}: {exc}"
+        return f"{where}\n{failure_text(excinfo.value, _session(self).registry[self.check].run)}"
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.case.line or 1) - 1, f"{self.check}[{self.case.id}]"
+
+
+def failure_text(exc: BaseException, check_run: Any) -> str:
+    """A failure as the user needs it: a check's verdict as it is; an exception with whose doing it
+    is (the optimizer's code, torch's, or this plugin's) and the user's file and line."""
+    if isinstance(exc, AssertionError) and _raised_in(exc, check_run):
+        return str(exc)
+    cause = exc.error if isinstance(exc, CompiledStepOnlyError) else exc
+    found = blame(cause)
+    shown = f"{type(cause).__name__}: {cause}"
+    if isinstance(exc, CompiledStepOnlyError):
+        head = f"{exc}\n"
+    elif found.owner == "optimizer":
+        head = f"the optimizer's code raised {shown}\n  at {found.where} (the optimizer's doing, not a check's verdict)\n"
+        shown = ""
+    elif found.owner == "torch":
+        head = "torch raised it" + (f", called from the optimizer's code at {found.where}" if found.frames else "") + "\n"
+    else:
+        head = "an error inside pytest-optimtest (a bug of ours: please report it with this case's spec)\n"
+    frames = found.traceback()
+    return head + (f"{shown}\n" if shown else "") + (f"the optimizer's frames, innermost last:\n{frames}" if frames else "")
+
+
+def _raised_in(exc: BaseException, check_run: Any) -> bool:
+    """Whether the assertion is a check's verdict: raised by pytest-optimtest, or in the module of
+    the check's own `run` (a third-party check's `assert`)."""
+    if blame(exc).owner == "pytest-optimtest":
+        return True
+    code = getattr(check_run, "__code__", None)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return code is not None and tb is not None and tb.tb_frame.f_code.co_filename == code.co_filename

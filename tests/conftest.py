@@ -23,6 +23,6 @@ def ci_profile():
 
     register_profiles()
     previous = settings.get_current_profile_name()
-    settings.load_profile("ci")
+    settings.load_profile("optimtest-ci")
     yield
     settings.load_profile(previous)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,44 @@ def test_profiles_are_registered_and_spec_counts_apply_per_profile(ci_profile):
     name, chosen = property_settings({"dev": 50})
     assert (name, chosen.max_examples, chosen.derandomize, chosen.database) == ("ci", 10, True, None)
     assert property_settings({"ci": 3})[1].max_examples == 3
-    assert settings.get_profile("nightly").max_examples == 1000
+    assert settings.get_profile("optimtest-nightly").max_examples == 1000
+
+
+USER_TEST = """
+from hypothesis import given, strategies as st
+
+SEEN = []
+
+@given(st.integers())
+def test_users_own(n):
+    SEEN.append(n)
+
+def test_count():
+    assert SEEN
+    print("EXAMPLES", len(SEEN))
+"""
+
+
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_the_users_given_tests_keep_their_example_count_with_specs(pytester, monkeypatch, ci):
+    """Hypothesis's own `ci` profile (100 examples) or its default (100) stay in force for the
+    user's tests when the session also runs specs with properties (which use optimtest-ci/dev)."""
+    if ci:
+        monkeypatch.setenv("CI", ci)
+    else:
+        monkeypatch.delenv("CI", raising=False)
+        monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    pytester.makepyfile(test_user=USER_TEST)
+    pytester.makefile(".yaml", sgd="optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [fuzz_zero_lr]\n"
+                                   "fuzz: {zero_lr: {examples: {ci: 2, dev: 2}}}\n")
+    counts = []
+    for args in ([], ["--optim-spec", "sgd.yaml"]):
+        result = pytester.runpytest_subprocess("test_user.py", *args, "-s", "-p", "no:randomly", "-p", "no:cacheprovider")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        counts.append(re.search(r"EXAMPLES \d+", result.stdout.str()).group(0))
+        if args:
+            result.assert_outcomes(passed=3)
+    assert counts[0] == counts[1] == "EXAMPLES 100", counts
 
 
 def test_fuzz_section_makes_one_case_per_device_drawing_plain_cases(tmp_path):

@@ -6,15 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..harness.vacuity import NotApplicable as NotApplicable  # raised by checks; defined where the harness raises it too
 from ..spec.case import Variant
 
 if TYPE_CHECKING:  # annotations only: the run cache imports the harness, which imports torch
     from ..harness.run_cache import RunCache
     from ..spec.context import CaseContext, SpecContext
-
-
-class NotApplicable(Exception):
-    """The check cannot say anything about this case; the reason is reported as a skip."""
 
 
 class CheckedCase(Protocol):

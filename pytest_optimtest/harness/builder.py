@@ -3,6 +3,7 @@ scheduler. Every check, fixture and the benchmark builds its runs from these."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ import torch
 from ..models import IN_FEATURES
 from . import torch_api
 from .snapshot import OptimizerSnapshot, snapshot
+from .devices import seed_all
+from .vacuity import NotApplicable
 
 
 def make_data(kind: str, device: str, batch: int = 10,
@@ -39,7 +42,6 @@ def model_factory(case: Any) -> Callable[..., torch.nn.Module]:
 
 def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
-    from .devices import seed_all
 
     seed_all(case.seed)
     model = model_factory(case)(device=case.device)
@@ -90,7 +92,9 @@ class Twins:
         )
 
     def closures(self, graph_break: bool = False) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
-        """(eager, compiled) closures over the twins' own models and optimizers."""
+        """(eager, compiled) closures over the twins' own models and optimizers; NotApplicable
+        when the optimizer's step takes no closure."""
+        require_closure_parameter(self.eager_opt)
         return (make_closure(self.eager_model, self.eager_opt, self.inputs, self.loss_fn, graph_break),
                 make_closure(self.compiled_model, self.compiled_opt, self.inputs, self.loss_fn, graph_break))
 
@@ -103,6 +107,20 @@ def make_twins(case: Any) -> Twins:
     model, inputs, loss_fn = model_with_grads(case)
     twin = copy_with_grads(model)
     return Twins(model, make_optimizer(case, model.parameters()), twin, make_optimizer(case, twin.parameters()), inputs, loss_fn)
+
+
+def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
+    """A step that cannot take a closure makes closure cases say nothing: not applicable, and why."""
+    step = type(opt).step
+    try:
+        parameters = list(inspect.signature(step).parameters.values())[1:]  # after self
+    except (TypeError, ValueError):  # no signature to read (a C function): let the call decide
+        return
+    if not parameters:
+        code = getattr(inspect.unwrap(step), "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+        raise NotApplicable(f"{type(opt).__qualname__}.step{inspect.signature(step)} takes no closure{where}: "
+                            "a closure case does not apply (drop `closure: true` from the spec)")
 
 
 def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,

@@ -23,8 +23,8 @@ def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, 
     if expected.numel() == 0:
         return None
     e, a = expected.detach().double().cpu(), actual.detach().double().cpu()
-    both_nan = e.isnan() & a.isnan()
-    abs_diff = (e - a).abs().masked_fill(both_nan, 0).nan_to_num(nan=float("inf"))
+    same = (e == a) | (e.isnan() & a.isnan())  # equal infinities too: inf - inf is NaN
+    abs_diff = (e - a).abs().masked_fill(same, 0).nan_to_num(nan=float("inf"))
     allowed = tol.atol + tol.rtol * e.abs()
     bad = abs_diff > allowed
     if not bad.any():
@@ -57,7 +57,8 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
         return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol, labels)]
     if isinstance(expected, float) and isinstance(actual, float):
-        ok = abs(expected - actual) <= tol.atol + tol.rtol * abs(expected) or (expected != expected and actual != actual)
+        ok = expected == actual or (expected != expected and actual != actual) \
+            or abs(expected - actual) <= tol.atol + tol.rtol * abs(expected)
         return [] if ok else [f"{where}: {new} {actual!r} != {ref} {expected!r}"]
     return [] if expected == actual else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
 

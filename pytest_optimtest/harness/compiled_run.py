@@ -27,6 +27,16 @@ from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot
 
 
+class CompiledStepOnlyError(Exception):
+    """The compiled step raised where the eager step, given the same state, did not."""
+
+    def __init__(self, step: int, error: Exception) -> None:
+        super().__init__(f"only the compiled step raised, at step {step}: {type(error).__name__}: {error}; the eager step "
+                         "ran the same step without error, so the difference is torch.compile's (dynamo traced the step "
+                         "differently from Python, e.g. an attribute write it dropped), not the optimizer's arithmetic")
+        self.step, self.error = step, error
+
+
 @dataclass
 class StepCompiles:
     """What one compiled step cost in compilation."""
@@ -119,14 +129,22 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
            schedulers: list, log: list[str], perturb: bool) -> None:
     case = run.case
 
+    def eager_step() -> None:
+        twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
+
     def both(with_schedulers: bool = True) -> StepCompiles:
         seed_all(case.seed + 1 + run.steps)
         start = time.perf_counter()
-        compiled = _counted(compiled_step, log)
+        try:
+            compiled = _counted(compiled_step, log)
+        except Exception as exc:
+            seed_all(case.seed + 1 + run.steps)
+            eager_step()  # raises too: the optimizer's own error, reported from the eager step
+            raise CompiledStepOnlyError(run.steps + 1, exc) from exc
         run.compiled_step_seconds.append(time.perf_counter() - start)
         seed_all(case.seed + 1 + run.steps)
         start = time.perf_counter()
-        twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
+        eager_step()
         run.eager_step_seconds.append(time.perf_counter() - start)
         if with_schedulers:
             step_all(schedulers)

@@ -1,8 +1,12 @@
 """Run a Hypothesis property under the active settings profile and report a reproducer.
 
-Profiles `ci` (derandomized, few examples, no database), `dev` (the default) and
-`nightly` (thousands of examples) are registered by the plugin and chosen with
-Hypothesis's own `--hypothesis-profile`; a spec may set its own counts per profile.
+The spec's properties run under profiles of the plugin's own, `optimtest-ci` (derandomized,
+few examples, no database), `optimtest-dev` (the default) and `optimtest-nightly`
+(thousands of examples). Which one follows the profile the session loaded: Hypothesis's
+`ci` (loaded when the CI variable is set) or `--hypothesis-profile optimtest-ci` gives
+`ci`, `--hypothesis-profile optimtest-nightly` (or a profile of the user's named
+`nightly`) gives `nightly`, anything else `dev`. The plugin registers only its own names
+and loads no profile: the user's own @given tests run exactly as without it.
 """
 
 from __future__ import annotations
@@ -26,40 +30,26 @@ _COMMON: dict[str, Any] = {
 }
 
 
+PREFIX = "optimtest-"
+
+
 def register_profiles() -> None:
-    """Register ci, dev and nightly, unless the user registered profiles of those names first.
-
-    Hypothesis itself registers a `ci` profile (derandomized, but 100 examples, and loaded
-    when the CI variable is set); ours replaces that one, not a user's.
-    """
+    """Register the plugin's own profiles (optimtest-ci, -dev, -nightly); no other name is touched."""
     for name, values in PROFILES.items():
-        try:
-            existing = settings.get_profile(name)
-        except Exception:  # InvalidArgument: not registered yet
-            existing = None
-        if existing is None or existing is _hypothesis_ci_profile():
-            settings.register_profile(name, **values, **_COMMON)
-
-
-def _hypothesis_ci_profile() -> settings | None:
-    try:
-        from hypothesis._settings import CI
-    except ImportError:  # a Hypothesis without the built-in ci profile
-        return None
-    return CI
+        settings.register_profile(PREFIX + name, **values, **_COMMON)
 
 
 def active_profile() -> str:
-    """The profile in force: the one loaded with --hypothesis-profile, else `dev`."""
-    name = settings.get_current_profile_name()
-    return "dev" if name == "default" else name
+    """ci, dev or nightly: the plugin's profile that the session's loaded profile stands for."""
+    name = settings.get_current_profile_name().removeprefix(PREFIX)
+    return name if name in PROFILES else "dev"
 
 
 def property_settings(examples: dict[str, int]) -> tuple[str, settings]:
-    """(profile name, settings): the profile's, with the spec's example count for it if given."""
+    """(profile name, settings): the plugin's profile, with the spec's example count for it if given."""
     register_profiles()
     name = active_profile()
-    base = settings.get_profile(name)
+    base = settings.get_profile(PREFIX + name)
     count = examples.get(name, base.max_examples)
     return name, settings(base, max_examples=count, **_COMMON)
 

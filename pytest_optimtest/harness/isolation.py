@@ -25,7 +25,7 @@ def isolated(**inductor_options: object) -> Iterator[None]:
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     torch_api.reset_compile_state()
     try:
-        with torch_api.inductor_config(**inductor_options):
+        with torch_api.inductor_config(**inductor_options), torch_api.trace_log_kept_local():
             yield
     finally:
         torch_api.reset_compile_state()

@@ -12,15 +12,26 @@ from . import torch_api
 SIMPLE = (bool, int, float, str, type(None))
 
 
-def freeze(value: Any) -> Any:
-    """A detached copy of tensors (also inside lists, tuples and dicts); other values as they are."""
+def freeze(value: Any, names: dict[int, str] | None = None) -> Any:
+    """A detached copy of tensors (also inside lists, tuples and dicts); other values as they are.
+
+    A dict keyed by tensors (a group's {param: value}) is keyed by what the keys are, not by
+    their identity, so the twins of two runs line up: a param by its name, another tensor by
+    its position among the keys."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, (list, tuple)):
-        return type(value)(freeze(v) for v in value)
+        return type(value)(freeze(v, names) for v in value)
     if isinstance(value, dict):
-        return {k: freeze(v) for k, v in value.items()}
+        return {_key(k, i, names): freeze(v, names) for i, (k, v) in enumerate(value.items())}
     return value
+
+
+def _key(key: Any, position: int, names: dict[int, str] | None) -> Any:
+    if not isinstance(key, torch.Tensor):
+        return key
+    name = (names or {}).get(id(key))
+    return f"<param {name}>" if name is not None else f"<tensor key #{position}>"
 
 
 def _is_plain(value: Any) -> bool:
@@ -44,11 +55,12 @@ class OptimizerSnapshot:
 def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -> OptimizerSnapshot:
     by_id = {id(p): n for p, n in names.items()}
     params = {n: p.detach().clone() for p, n in names.items()}
-    state = {by_id.get(id(k), repr(k)): {sk: freeze(sv) for sk, sv in v.items()} if isinstance(v, dict) else {"": freeze(v)}
-             for k, v in optimizer.state.items()}
-    groups = [{k: freeze(v) for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    state = {by_id.get(id(k), f"<state key #{i}: {type(k).__name__}>"):
+             {sk: freeze(sv, by_id) for sk, sv in v.items()} if isinstance(v, dict) else {"": freeze(v, by_id)}
+             for i, (k, v) in enumerate(optimizer.state.items())}
+    groups = [{k: freeze(v, by_id) for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
     attrs = {
-        k: freeze(v)
+        k: freeze(v, by_id)
         for k, v in vars(optimizer).items()
         if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
     }

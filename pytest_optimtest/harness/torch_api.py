@@ -37,6 +37,28 @@ def torch_version() -> str:
     return f"{major}.{minor}"
 
 
+TRACE_LOGGER = "torch.__trace"  # torch._logging._internal.trace_log: structured-trace records, empty as text
+
+
+@contextlib.contextmanager
+def trace_log_kept_local() -> Iterator[None]:
+    """torch's structured-trace logger does not propagate, so pytest's logging plugin attaches its
+    capture handlers to it directly (`catching_logs`, for non-propagating loggers), and every
+    failure report then shows dozens of blank `DEBUG torch.__trace` lines (the records are
+    structured payloads, empty as text). Detach pytest's handlers for the block; torch's own trace
+    handler (TORCH_TRACE) stays."""
+    logger = logging.getLogger(TRACE_LOGGER)
+    pytest_handlers = [h for h in logger.handlers if type(h).__module__ == "_pytest.logging"]
+    for handler in pytest_handlers:
+        logger.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in pytest_handlers:
+            if handler not in logger.handlers:
+                logger.addHandler(handler)
+
+
 def reset_compile_state() -> None:
     """Forget compiled code, inductor metrics and dynamo counters."""
     import torch._dynamo

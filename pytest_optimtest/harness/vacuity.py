@@ -9,6 +9,10 @@ from ..spec.schema import Tolerance
 from .compare import max_movement, non_finite
 
 
+class NotApplicable(Exception):
+    """The check cannot say anything about this case; the reason is reported as a skip."""
+
+
 def require_compiled(case_id: str, graph_count: int, consequence: str) -> None:
     """Fail when torch.compile captured no graph: the step ran eagerly or traced to no tensor op."""
     if graph_count == 0:

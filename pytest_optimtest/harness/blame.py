@@ -1,0 +1,57 @@
+"""Whose doing an exception is: the optimizer's own code, torch's, or this plugin's; and the
+frames of the user's code it passed through, so a failure points at their file and line."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+_OURS = str(Path(__file__).resolve().parents[1])
+_TORCH = str(Path(torch.__file__).resolve().parent)
+_PYTHON = str(Path(traceback.__file__).resolve().parent)  # the standard library
+
+
+@dataclass(frozen=True)
+class Blame:
+    owner: str  # "optimizer", "torch" or "pytest-optimtest"
+    frames: list[traceback.FrameSummary]  # the user's frames, outermost first
+
+    @property
+    def where(self) -> str:
+        """The innermost user frame as file:line in function, or ''."""
+        if not self.frames:
+            return ""
+        f = self.frames[-1]
+        return f"{f.filename}:{f.lineno} in {f.name}"
+
+    def traceback(self, limit: int = 6) -> str:
+        """The user's frames as a traceback excerpt, innermost last."""
+        return "".join(traceback.format_list(self.frames[-limit:])).rstrip()
+
+
+def _kind(filename: str) -> str:
+    path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
+    if path.startswith(_OURS):
+        return "pytest-optimtest"
+    if path.startswith(_TORCH):
+        return "torch"
+    if path.startswith(_PYTHON) or filename.startswith("<"):
+        return "python"
+    return "optimizer"
+
+
+def blame(exc: BaseException) -> Blame:
+    """Who raised `exc`: the innermost frame that is not the standard library decides. Only frames
+    below this plugin's last one count (pytest's and pluggy's above it are not the optimizer's)."""
+    frames = list(traceback.extract_tb(exc.__traceback__))
+    kinds = [_kind(f.filename) for f in frames]
+    if "pytest-optimtest" in kinds:
+        last = len(kinds) - 1 - kinds[::-1].index("pytest-optimtest")
+        frames, kinds = frames[last:], kinds[last:]
+    owner = next((k for k in reversed(kinds) if k != "python"), "pytest-optimtest")
+    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"])
+
+

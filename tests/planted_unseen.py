@@ -1,0 +1,78 @@
+"""Optimizers written as packages the plugin was never tuned on write them (issue: verdicts that
+hold on optimizers nobody here has seen). Each is correct, or wrong in one named way."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from planted import PlainSGD
+
+
+class InfAttributeSGD(PlainSGD):
+    """Correct SGD that keeps an infinite float attribute and an inf state tensor (a running minimum)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.best_loss = math.inf
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = self.state[p]
+                    if "floor" not in state:
+                        state["floor"] = torch.full_like(p, -math.inf)
+                    p.add_(p.grad, alpha=-group["lr"])
+
+
+class ParamKeyedGroupSGD(PlainSGD):
+    """Correct SGD with a per-param scale kept in its group, keyed by the group's Parameters."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            group["scales"] = {p: 1.0 for p in group["params"]}
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] * group["scales"][p])
+
+
+class NoClosureSGD(PlainSGD):
+    """Correct SGD whose step takes no closure at all."""
+
+    @torch.no_grad()
+    def step(self):  # type: ignore[override]
+        self._update()
+
+
+class MatrixOnlySGD(PlainSGD):
+    """A Muon-style optimizer that refuses 1-D params with its own assert."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                assert p.ndim == 2, "MatrixOnlySGD steps matrices only"
+                p.add_(p.grad, alpha=-group["lr"])
+
+
+class KeyErrorSGD(PlainSGD):
+    """Raises from its own code on every step."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["nonexistent"]
+
+
+class CompiledOnlyRaise(PlainSGD):
+    """Takes another path under torch.compile, one that adds mismatched shapes: only the compiled step raises."""
+
+    def _update(self) -> None:
+        if torch.compiler.is_compiling():
+            for p in self.param_groups[0]["params"]:
+                p.add_(torch.ones(p.numel() + 1))
+        super()._update()

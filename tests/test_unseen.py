@@ -1,0 +1,94 @@
+"""Verdicts that hold on optimizers the plugin was never tuned on: one pytester session over
+planted optimizers written the ways other packages write them (tests/planted_unseen.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+SPECS = {
+    "twin_a": "optimizer: twin_a:AdamW8bit\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "twin_b": "optimizer: twin_b:AdamW8bit\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "inf": "optimizer: planted_unseen:InfAttributeSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "keyed": "optimizer: planted_unseen:ParamKeyedGroupSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "noclosure": "optimizer: planted_unseen:NoClosureSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [false, true]\n",
+    "matrix": "optimizer: planted_unseen:MatrixOnlySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "keyerror": "optimizer: planted_unseen:KeyErrorSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "compiledonly": "optimizer: planted_unseen:CompiledOnlyRaise\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+}
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("unseen")
+    for module in ("planted.py", "planted_unseen.py", "twin_a.py", "twin_b.py"):
+        shutil.copy(TESTS / module, root / module)
+    (root / "specs").mkdir()
+    for name, text in SPECS.items():
+        (root / "specs" / f"{name}.yaml").write_text(text)
+    result = subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", "specs", "-v", "-rs", "-n", "0",
+                             "-p", "no:randomly", "-p", "no:cacheprovider", "--optim-report", "report.json"],
+                            cwd=root, capture_output=True, text=True, timeout=900)
+    return result.stdout, json.loads((root / "report.json").read_text())
+
+
+def _outcome(out: str, node: str) -> str:
+    match = re.search(rf"{re.escape(node)} (PASSED|FAILED|SKIPPED|ERROR)", out)
+    assert match, f"{node} not in the output"
+    return match.group(1)
+
+
+def _failure(out: str, node: str) -> str:
+    """The failure text of a node (it starts with `[check] case-id (file:line)`), up to the next section."""
+    case, check = node.split("::")[1:]
+    start = out.index(f"[{check}] {case} (")
+    end = out.find("\n___", start + 1)
+    return out[start:end if end > 0 else None]
+
+
+def test_two_spec_files_with_one_case_id_keep_their_own_runs(session):
+    out, report = session
+    assert _outcome(out, "specs/twin_a.yaml::adamw8bit-default-cpu::parity") == "PASSED"
+    assert _outcome(out, "specs/twin_b.yaml::adamw8bit-default-cpu::parity") == "FAILED"
+    by_spec = {r["spec"]: r["outcome"] for r in report["items"] if r["case"] == "adamw8bit-default-cpu"}
+    assert by_spec == {"specs/twin_a.yaml": "passed", "specs/twin_b.yaml": "failed"}
+
+
+def test_equal_infinities_and_param_keyed_containers_compare_equal(session):
+    out, _ = session
+    assert _outcome(out, "specs/inf.yaml::infattributesgd-default-cpu::parity") == "PASSED"
+    assert _outcome(out, "specs/keyed.yaml::paramkeyedgroupsgd-default-cpu::parity") == "PASSED"
+
+
+def test_a_step_without_a_closure_parameter_is_not_applicable_to_closure_cases(session):
+    out, _ = session
+    assert _outcome(out, "specs/noclosure.yaml::noclosuresgd-default-cpu::parity") == "PASSED"
+    assert _outcome(out, "specs/noclosure.yaml::noclosuresgd-default-closure-cpu::parity") == "SKIPPED"
+    assert re.search(r"NoClosureSGD\.step\(self\) takes no closure \(.*planted_unseen\.py:\d+\)", out)
+
+
+def test_the_optimizers_own_assert_and_exceptions_point_at_its_file_and_line(session):
+    out, _ = session
+    matrix = _failure(out, "specs/matrix.yaml::matrixonlysgd-default-cpu::parity")
+    assert "the optimizer's code raised AssertionError: MatrixOnlySGD steps matrices only" in matrix
+    assert re.search(r"at .*planted_unseen\.py:\d+ in _update \(the optimizer's doing", matrix)
+    keyerror = _failure(out, "specs/keyerror.yaml::keyerrorsgd-default-cpu::parity")
+    assert "the optimizer's code raised KeyError: 'nonexistent'" in keyerror
+    assert 'group["nonexistent"]' in keyerror  # the user's line, from the traceback excerpt
+    assert "torch.__trace" not in out
+
+
+def test_a_step_that_raises_only_when_compiled_says_so(session):
+    out, _ = session
+    text = _failure(out, "specs/compiledonly.yaml::compiledonlyraise-default-cpu::parity")
+    assert "only the compiled step raised, at step 1: TorchRuntimeError" in text
+    assert "the eager step ran the same step without error" in text
