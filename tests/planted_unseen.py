@@ -76,3 +76,18 @@ class CompiledOnlyRaise(PlainSGD):
             for p in self.param_groups[0]["params"]:
                 p.add_(torch.ones(p.numel() + 1))
         super()._update()
+
+
+class FirstStepIdleSGD(PlainSGD):
+    """ADOPT-style: the first step only records the grad's scale; params move from the second step on."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "scale" not in state:
+                    state["scale"] = p.grad.abs().mean().clamp_min(1e-8)
+                    continue
+                p.add_(p.grad / state["scale"], alpha=-group["lr"])

@@ -21,6 +21,10 @@ SPECS = {
     "matrix": "optimizer: planted_unseen:MatrixOnlySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "keyerror": "optimizer: planted_unseen:KeyErrorSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "compiledonly": "optimizer: planted_unseen:CompiledOnlyRaise\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "idle": "optimizer: planted_unseen:FirstStepIdleSGD\nkwargs: {lr: 0.1}\nchecks: [in_backward_no_hook]\n",
+    "plain": "optimizer: planted:PlainSGD\nkwargs: {lr: 0.1}\nchecks: [in_backward_no_hook]\n",
+    "lazy": "optimizer: planted:LazyStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
 }
 
 
@@ -92,3 +96,21 @@ def test_a_step_that_raises_only_when_compiled_says_so(session):
     text = _failure(out, "specs/compiledonly.yaml::compiledonlyraise-default-cpu::parity")
     assert "only the compiled step raised, at step 1: TorchRuntimeError" in text
     assert "the eager step ran the same step without error" in text
+
+
+def test_an_optimizer_idle_on_its_first_step_makes_the_no_hook_check_vacuous_not_failed(session):
+    out, _ = session
+    assert _outcome(out, "specs/idle.yaml::firststepidlesgd-default-cpu::in_backward_no_hook") == "SKIPPED"
+    assert "vacuous: one ordinary step leaves" in out
+    assert _outcome(out, "specs/plain.yaml::plainsgd-default-cpu::in_backward_no_hook") == "PASSED"
+
+
+def test_parity_failures_name_their_mechanism_and_owner(session):
+    out, report = session
+    lazy = _failure(out, "specs/lazy.yaml::lazystatesgd-default-cpu::parity")
+    assert "diagnosis: torch's doing: in the compiled run state['buf'] of" in lazy
+    assert "shares storage with 0.bias.grad" in lazy and "python -m pytest_optimtest.harness.diagnosis" in lazy
+    noisy = _failure(out, "specs/noisy.yaml::noisysgd-default-cpu::parity")
+    assert "diagnosis: the optimizer draws random numbers in its step" in noisy and "fallback_random: true" in noisy
+    (record,) = [r for r in report["items"] if r["case"] == "lazystatesgd-default-cpu"]
+    assert record["metrics"]["diagnoses"][0].startswith("torch's doing")

@@ -12,7 +12,7 @@ from ..harness.compare import value_differences
 from ..harness.vacuity import require_moved
 from ..harness.in_backward_run import SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model, run_in_backward
 from ..harness.isolation import isolated
-from ..harness.builder import make_data
+from ..harness.builder import make_data, make_optimizer
 from ..spec.values import build_kwargs, resolve
 from ..spec.context import SpecContext
 from .base import Check, NotApplicable
@@ -93,8 +93,23 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> str:
             raise AssertionError(f"{case.id}: register_hook=False, yet backward changed params:\n  " + "\n  ".join(changed))
         still = [n for n, p in hooked.named_parameters() if not value_differences(n, start[n].detach(), p.detach(), case.tolerance)]
         if still:
-            raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged")
+            normal = _stepped_once(case, deepcopy(initial))
+            unmoved = [n for n in still if not value_differences(n, start[n].detach(), normal[n], case.tolerance)]
+            if unmoved:
+                raise NotApplicable(f"{case.id}: vacuous: one ordinary step leaves {unmoved} unchanged too (the optimizer "
+                                    "does not move params on its first step), so register_hook=False cannot be told apart")
+            raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged, "
+                                 "while one ordinary step moves them")
     return "unhooked params untouched, hooked params moved"
+
+
+def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The params after one ordinary optimizer step on the same data."""
+    opt = make_optimizer(case, list(model.parameters()))
+    inputs, loss_fn = make_data(case.data, case.device, batch=4)
+    loss_fn(model(inputs)).backward()
+    opt.step()
+    return {n: p.detach() for n, p in model.named_parameters()}
 
 
 IN_BACKWARD = Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain",

@@ -22,6 +22,7 @@ from ..spec.values import build_kwargs
 from . import torch_api
 from .builder import Twins, make_scheduler, make_twins, step_scheduler
 from .devices import seed_all
+from .diagnosis import storage_aliases
 from .isolation import isolated_case
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot
@@ -69,6 +70,9 @@ class CompiledRun:
     graph_count: int = 0  # graphs captured before the perturbations
     compiled_step_seconds: list[float] = field(default_factory=list)
     eager_step_seconds: list[float] = field(default_factory=list)
+    eager_aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or grad
+    compiled_aliases: set[str] = field(default_factory=set)
+    draws_random: bool = False  # the eager step advanced the global RNG
 
     @property
     def steps(self) -> int:
@@ -143,9 +147,11 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
             raise CompiledStepOnlyError(run.steps + 1, exc) from exc
         run.compiled_step_seconds.append(time.perf_counter() - start)
         seed_all(case.seed + 1 + run.steps)
+        rng = torch.get_rng_state()
         start = time.perf_counter()
         eager_step()
         run.eager_step_seconds.append(time.perf_counter() - start)
+        run.draws_random = run.draws_random or not torch.equal(rng, torch.get_rng_state())
         if with_schedulers:
             step_all(schedulers)
         return compiled
@@ -163,6 +169,8 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
     while len(run.steady) < spec.steps or run.steps < (case.steps or 0):
         run.steady.append(both())
     run.eager, run.compiled = twins.snapshots()
+    run.eager_aliases = storage_aliases(twins.eager_opt, twins.eager_model)
+    run.compiled_aliases = storage_aliases(twins.compiled_opt, twins.compiled_model)
     run.graph_count = torch_api.captured_graph_count()
     if perturb and case.scheduler is None and not case.closure and run.steady_failure is None:
         _perturb(run, twins.compiled_opt, compiled_step, log)
