@@ -21,7 +21,7 @@ def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[s
         owners.setdefault(_storage(p), name)
         if p.grad is not None:
             owners.setdefault(_storage(p.grad), f"{name}.grad")
-    names = {p: n for n, p in model.named_parameters()}
+    names: dict[Any, str] = {p: n for n, p in model.named_parameters()}
     found = set()
     for param, state in opt.state.items():
         for key, value in state.items() if isinstance(state, dict) else ():
