@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .harness.blame import blame
+from .harness.containment import CaseTimedOut
 from .harness.compiled_run import CompiledStepOnlyError
 from .spec import Case, SpecError
 from .spec.errors import internal_error
@@ -188,10 +189,11 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
     if isinstance(exc, AssertionError) and _raised_in(exc, check_run):
         return str(exc)
     cause = exc.error if isinstance(exc, CompiledStepOnlyError) else exc
-    found = blame(cause)
+    found = blame(cause, handler_frames=1 if isinstance(cause, CaseTimedOut) else 0)
     shown = f"{type(cause).__name__}: {cause}"
-    if isinstance(exc, CompiledStepOnlyError):
-        head = f"{exc}\n"
+    if isinstance(exc, (CompiledStepOnlyError, CaseTimedOut)):
+        head = f"{exc}\n" + (f"  hung at {found.where}\n" if isinstance(exc, CaseTimedOut) and found.where else "")
+        shown = ""
     elif found.owner == "optimizer":
         head = f"the optimizer's code raised {shown}\n  at {found.where} (the optimizer's doing, not a check's verdict)\n"
         shown = ""

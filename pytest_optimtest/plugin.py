@@ -35,6 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write observed kernel/recompile/graph-break counts into the specs (running torch version)")
     group.addoption("--optim-update-force", action="store_true",
                     help="with --optim-update-expected: write even after a partial run (-k, --lf, node ids)")
+    group.addoption("--optim-timeout", type=float, default=None, metavar="SECONDS",
+                    help="fail a case's check still running after this many seconds (default: the spec's timeout_s, 900)")
     group.addoption("--optim-benchmark", action="store_true",
                     help="add eager and compiled step benchmarks per plain case (pytest-benchmark's fixture)")
     parser.addini("optim_spec", type="paths", default=[], help="spec files or directories, as --optim-spec")

@@ -6,7 +6,10 @@ Nothing global: it lives on the pytest config, as pytest-benchmark's and syrupy'
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -19,6 +22,7 @@ from . import report as reporting
 from . import update
 from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError
 from .checks.registry import entry_point_checks
+from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
 from .harness.run_cache import CaseKey, RunCache
@@ -30,6 +34,14 @@ _REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without spe
 
 def activate(config: pytest.Config, roots: list[Path]) -> None:
     """Set this session up to run the specs under `roots` (called from the entry point's configure)."""
+    if not hasattr(config, "workerinput") and JOURNAL_ENV not in os.environ:  # the controller: its workers inherit it
+        folder = tempfile.mkdtemp(prefix="optimtest-journal-")
+        os.environ[JOURNAL_ENV] = folder
+        def remove_journal() -> None:
+            os.environ.pop(JOURNAL_ENV, None)
+            shutil.rmtree(folder, ignore_errors=True)
+
+        config.add_cleanup(remove_journal)
     session = config.stash[SESSION] = OptimtestSession(config, roots, registry_for(config))
     config.pluginmanager.register(session, SESSION_PLUGIN)
 
@@ -64,6 +76,8 @@ class OptimtestSession:
         self.messages: list[str] = []  # lines for the terminal summary
         self.partial = False  # some generated items were deselected
         self.check_seconds = 0.0
+        folder = journal_folder()
+        self.journal = Journal(folder) if folder is not None else None
         register_profiles()
         self._direct_args()
 
@@ -157,6 +171,11 @@ class OptimtestSession:
         reason = unavailable_reason(item.case.device) or item.case.skip.get(item.check)
         if reason:
             pytest.skip(reason)
+        died = self.journal.died_in(item.case.key) if self.journal is not None else None
+        if died:
+            pytest.fail(f"crashed: the process running this case died in {died} (a native crash or an exit in the "
+                        "optimizer's step or in torch); pytest-xdist replaced it, and this case is not run again",
+                        pytrace=False)
         for needed in self.registry[item.check].prerequisites:
             if needed in item.case.checks:
                 why = self.outcome(item.case, needed)
@@ -172,11 +191,11 @@ class OptimtestSession:
                 self.outcomes[key] = f"skipped: {case.skip[name]}"
             else:
                 try:
-                    self.registry[name].run(case, self.runs)
+                    self._run_check(name, case)
                     self.outcomes[key] = None
                 except NotApplicable as exc:
                     self.outcomes[key] = f"not applicable: {exc}"
-                except Exception as exc:  # any failure of the prerequisite is the reason to skip
+                except (Exception, CaseTimedOut) as exc:  # any failure of the prerequisite is the reason to skip
                     self.outcomes[key] = _why(exc)
         return self.outcomes[key]
 
@@ -184,19 +203,26 @@ class OptimtestSession:
         """Run the item's check; record its outcome and metrics (a skip when not applicable)."""
         check, key, start = self.registry[item.check], (item.case.key, item.check), time.perf_counter()
         try:
-            summary = check.run(item.case, self.runs)
+            summary = self._run_check(item.check, item.case)
             self.outcomes[key] = None
             return summary
         except NotApplicable as exc:
             self.outcomes[key] = f"not applicable: {exc}"
             pytest.skip(str(exc))
-        except Exception as exc:
+        except (Exception, CaseTimedOut) as exc:
             self.outcomes[key] = _why(exc)
             raise
         finally:
             self.check_seconds += time.perf_counter() - start
             metrics = reporting.item_metrics(check, item.case, self.runs)
             item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics))]
+
+    def _run_check(self, name: str, case: Any) -> str | None:
+        """Run a check within the case's timeout, its progress journaled for a process that dies."""
+        timeout = self.config.getoption("optim_timeout") or getattr(case, "timeout_s", None)
+        journal = self.journal.running(case.key, f"check {name!r}") if self.journal is not None else contextlib.nullcontext()
+        with journal, deadline(timeout):
+            return self.registry[name].run(case, self.runs)
 
     def teardown_item(self, item: CheckItem) -> None:
         """Free the case's runs once every one of its items ran, in whatever order."""

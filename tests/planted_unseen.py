@@ -91,3 +91,21 @@ class FirstStepIdleSGD(PlainSGD):
                     state["scale"] = p.grad.abs().mean().clamp_min(1e-8)
                     continue
                 p.add_(p.grad / state["scale"], alpha=-group["lr"])
+
+
+class HangingSGD(PlainSGD):
+    """Waits forever in its step (as a collective waiting on a rank that is gone)."""
+
+    def _update(self) -> None:
+        import threading
+
+        threading.Event().wait()
+
+
+class ExitingSGD(PlainSGD):
+    """Kills its own process in its step (as a native crash does)."""
+
+    def _update(self) -> None:
+        import os
+
+        os._exit(3)

@@ -114,3 +114,30 @@ def test_parity_failures_name_their_mechanism_and_owner(session):
     assert "diagnosis: the optimizer draws random numbers in its step" in noisy and "fallback_random: true" in noisy
     (record,) = [r for r in report["items"] if r["case"] == "lazystatesgd-default-cpu"]
     assert record["metrics"]["diagnoses"][0].startswith("torch's doing")
+
+
+def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist(tmp_path):
+    """Each fails its own items, with where it hung or what it was doing when its process died;
+    the other spec passes and the report is written."""
+    import subprocess
+    import sys
+
+    for module in ("planted.py", "planted_unseen.py"):
+        shutil.copy(TESTS / module, tmp_path / module)
+    specs = {"hang": "optimizer: planted_unseen:HangingSGD\nkwargs: {lr: 0.1}\nchecks: [parity, kernel_count]\ntimeout_s: 3\n",
+             "exit": "optimizer: planted_unseen:ExitingSGD\nkwargs: {lr: 0.1}\nchecks: [parity, kernel_count]\n",
+             "plain": "optimizer: planted:PlainSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"}
+    for name, text in specs.items():
+        (tmp_path / f"{name}.yaml").write_text(text)
+    result = subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", ".", "-n", "2", "-p", "no:randomly",
+                             "-p", "no:cacheprovider", "--optim-report", "report.json"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = result.stdout
+    assert result.returncode == 1, out[-3000:]
+    assert "timed out after 3s in check 'parity', step 1" in out and re.search(r"hung at .*planted_unseen\.py:\d+ in _update", out)
+    assert "worker 'gw" in out and "crashed while running 'exit.yaml::exitingsgd-default-cpu::" in out
+    assert "crashed: the process running this case died in check 'parity', step 1" in out
+    outcomes = {(r["case"], r["check"]): r["outcome"] for r in json.loads((tmp_path / "report.json").read_text())["items"]}
+    assert outcomes[("plainsgd-default-cpu", "parity")] == "passed"
+    assert outcomes[("hangingsgd-default-cpu", "parity")] == outcomes[("hangingsgd-default-cpu", "kernel_count")] == "failed"
+    assert outcomes[("exitingsgd-default-cpu", "kernel_count")] == "failed"

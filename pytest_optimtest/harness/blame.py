@@ -43,10 +43,12 @@ def _kind(filename: str) -> str:
     return "optimizer"
 
 
-def blame(exc: BaseException) -> Blame:
+def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     """Who raised `exc`: the innermost frame that is not the standard library decides. Only frames
-    below this plugin's last one count (pytest's and pluggy's above it are not the optimizer's)."""
+    below this plugin's last one count (pytest's and pluggy's above it are not the optimizer's).
+    `handler_frames`: innermost frames to leave out (the timeout's signal handler)."""
     frames = list(traceback.extract_tb(exc.__traceback__))
+    frames = frames[:len(frames) - handler_frames]  # a signal handler's own frames: not where it was
     kinds = [_kind(f.filename) for f in frames]
     if "pytest-optimtest" in kinds:
         last = len(kinds) - 1 - kinds[::-1].index("pytest-optimtest")

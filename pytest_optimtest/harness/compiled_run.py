@@ -21,6 +21,7 @@ from ..spec.case import Case
 from ..spec.values import build_kwargs
 from . import torch_api
 from .builder import Twins, make_scheduler, make_twins, step_scheduler
+from .containment import PROGRESS
 from .devices import seed_all
 from .diagnosis import storage_aliases
 from .isolation import isolated_case
@@ -137,6 +138,7 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
         twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
 
     def both(with_schedulers: bool = True) -> StepCompiles:
+        PROGRESS.at_step(run.steps + 1)
         seed_all(case.seed + 1 + run.steps)
         start = time.perf_counter()
         try:

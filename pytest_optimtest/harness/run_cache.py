@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..spec.case import Case
+from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .ranks import RankPools
@@ -36,12 +37,12 @@ class RunCache:
         if key not in self._runs:
             try:
                 self._runs[key] = make(case)
-            except Exception as exc:  # replayed to every check of this case
+            except (Exception, CaseTimedOut) as exc:  # replayed to every check of this case
                 self._runs[key] = exc
             finally:
                 self.cases_run += 1
         result = self._runs[key]
-        if isinstance(result, Exception):
+        if isinstance(result, (Exception, CaseTimedOut)):
             raise result
         return result
 
@@ -49,7 +50,7 @@ class RunCache:
         """The finished run of that kind ("compiled", "distributed") for the case, or None (not
         run, or it raised); never runs anything."""
         result = self._runs.get((kind, case.key))
-        return None if isinstance(result, Exception) else result
+        return None if isinstance(result, (Exception, CaseTimedOut)) else result
 
     def release(self, case: Any) -> None:
         """Free the case's runs (its last item was torn down)."""

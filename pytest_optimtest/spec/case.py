@@ -43,6 +43,7 @@ class Case:
     tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1.3e-6)
     min_movement: float = 10.0
     fallback_random: bool = False
+    timeout_s: float = 900
     setup: str | None = None
     distributed: DistributedSpec = DistributedSpec()
     checks: tuple[str, ...] = ("parity", "kernel_count")

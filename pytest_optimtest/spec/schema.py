@@ -225,6 +225,8 @@ class Spec(StrictModel):
     fallback_random: bool = Field(False, description="compile with inductor's fallback_random (RNG-drawing optimizers)")
     setup: str | None = Field(None, description="import path of a callable run on each optimizer the checks build, "
                               "right after construction: setup(optimizer) (e.g. schedule-free's optimizer.train())")
+    timeout_s: float = Field(900, gt=0, le=86400, description="a case's check still running after this many seconds fails "
+                             "as timed out, with the stack where it hung (--optim-timeout overrides it)")
     requires: list[str] = Field([], description="modules the spec needs (e.g. the optimizer's package): when one "
                                 "cannot be imported, the spec's tests are skipped with that reason instead of failing")
     distributed: DistributedSpec = DistributedSpec()
