@@ -109,3 +109,10 @@ class ExitingSGD(PlainSGD):
         import os
 
         os._exit(3)
+
+
+class SplitParamsSGD(PlainSGD):
+    """Takes its matrices and its other params as two arguments (as Muon hybrids do)."""
+
+    def __init__(self, matrix_params, params, lr=0.1):
+        super().__init__([*matrix_params, *params], lr)

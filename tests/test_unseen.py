@@ -141,3 +141,13 @@ def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist(tmp
     assert outcomes[("plainsgd-default-cpu", "parity")] == "passed"
     assert outcomes[("hangingsgd-default-cpu", "parity")] == outcomes[("hangingsgd-default-cpu", "kernel_count")] == "failed"
     assert outcomes[("exitingsgd-default-cpu", "kernel_count")] == "failed"
+
+
+def test_a_constructor_that_splits_its_params_is_named_as_such_not_blamed_on_the_kwargs(tmp_path):
+    from helpers import cases_from
+
+    from pytest_optimtest.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"spec.yaml:1: \[optimizer\] SplitParamsSGD's constructor requires 'matrix_params', "
+                                        r"'params': this plugin passes one list of params \(as 'matrix_params'\)"):
+        cases_from(tmp_path, "optimizer: planted_unseen:SplitParamsSGD\nkwargs: {lr: 0.1}\n")

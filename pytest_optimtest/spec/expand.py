@@ -319,6 +319,13 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
             if key in spec.grid:
                 at = ("grid", key)
             raise locator.error(at, f"{cls.__name__} takes no argument {key!r}{did_you_mean(key, names)}")
+    positional = [n for n, p in inspect.signature(cls).parameters.items()
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in kwargs]
+    if len(positional) > 1:
+        raise locator.error(("optimizer",), f"{cls.__name__}'s constructor requires {', '.join(map(repr, positional))}: "
+                                            f"this plugin passes one list of params (as {positional[0]!r}) and the spec's "
+                                            "kwargs, so it cannot build this optimizer (params split across arguments "
+                                            "are not supported yet)")
     memo_key = (cls, repr(sorted(kwargs.items())))
     if memo_key not in _constructed:
         _constructed[memo_key] = _construct_problem(cls, kwargs)
