@@ -1,17 +1,6 @@
 """Hypothesis strategies for optimizer tests: parameters, models, module trees, inputs. Public
-through `pytest_optimtest.strategies`, which adds `spec_cases`; the checks draw from here.
-
-Every strategy draws a *blueprint*: a small frozen value whose repr is the Python code
-that rebuilds it, so a falsifying example reads as a reproducer::
-
-    from hypothesis import given
-    from pytest_optimtest.strategies import param_lists
-
-    @given(param_lists())
-    def test_my_optimizer_keeps_shapes(blueprint):
-        params = blueprint.build()              # tensors with .grad, seeded
-        MyOptimizer(params).step()
-"""
+through `pytest_optimtest.strategies` (which adds `spec_cases`; see its docstring for use); the
+checks draw from here. Every strategy draws a blueprint whose repr is the code that rebuilds it."""
 
 from __future__ import annotations
 
