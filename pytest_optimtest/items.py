@@ -192,7 +192,8 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
     found = blame(cause, handler_frames=1 if isinstance(cause, CaseTimedOut) else 0)
     shown = f"{type(cause).__name__}: {cause}"
     if isinstance(exc, (CompiledStepOnlyError, CaseTimedOut)):
-        head = f"{exc}\n" + (f"  hung at {found.where}\n" if isinstance(exc, CaseTimedOut) and found.where else "")
+        hung = found.where or found.innermost  # inside torch (compiling, say) when no frame of the optimizer's is running
+        head = f"{exc}\n" + (f"  hung at {hung}\n" if isinstance(exc, CaseTimedOut) and hung else "")
         shown = ""
     elif found.owner == "optimizer":
         head = f"the optimizer's code raised {shown}\n  at {found.where} (the optimizer's doing, not a check's verdict)\n"

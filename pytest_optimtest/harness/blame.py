@@ -18,6 +18,7 @@ _PYTHON = str(Path(traceback.__file__).resolve().parent)  # the standard library
 class Blame:
     owner: str  # "optimizer", "torch" or "pytest-optimtest"
     frames: list[traceback.FrameSummary]  # the user's frames, outermost first
+    innermost: str = ""  # the innermost frame of any owner, as "file:line in function (owner)"
 
     @property
     def where(self) -> str:
@@ -51,9 +52,10 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     frames = frames[:len(frames) - handler_frames]  # a signal handler's own frames: not where it was
     kinds = [_kind(f.filename) for f in frames]
     if "pytest-optimtest" in kinds:
-        last = len(kinds) - 1 - kinds[::-1].index("pytest-optimtest")
-        frames, kinds = frames[last:], kinds[last:]
+        ours = len(kinds) - 1 - kinds[::-1].index("pytest-optimtest")
+        frames, kinds = frames[ours:], kinds[ours:]
     owner = next((k for k in reversed(kinds) if k != "python"), "pytest-optimtest")
-    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"])
+    innermost = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name} ({kinds[-1]})" if frames else ""
+    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost)
 
 
