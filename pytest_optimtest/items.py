@@ -195,11 +195,17 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
         hung = found.where or found.innermost  # inside torch (compiling, say) when no frame of the optimizer's is running
         head = f"{exc}\n" + (f"  hung at {hung}\n" if isinstance(exc, CaseTimedOut) and hung else "")
         shown = ""
+    elif found.owner == "optimizer" and found.compiled:
+        head = (f"the optimizer's code raised {shown}\n  at {found.where}, running as a compiled step (torch.compile "
+                "rewrites its bytecode): torch's doing if the eager step does not raise, which this case's parity "
+                "item tells (\"only the compiled step raised\")\n")
+        shown = ""
     elif found.owner == "optimizer":
         head = f"the optimizer's code raised {shown}\n  at {found.where} (the optimizer's doing, not a check's verdict)\n"
         shown = ""
     elif found.owner == "torch":
-        head = "torch raised it" + (f", called from the optimizer's code at {found.where}" if found.frames else "") + "\n"
+        head = (f"torch raised it, at {found.innermost}" + (f", called from the optimizer's code at {found.where}" if found.frames
+                                                             else "") + " (torch's doing, or its verdict on the optimizer's code)\n")
     else:
         head = "an error inside pytest-optimtest (a bug of ours: please report it with this case's spec)\n"
     frames = found.traceback()

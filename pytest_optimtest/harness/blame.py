@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from . import torch_api
+
 _OURS = str(Path(__file__).resolve().parents[1])
 _TORCH = str(Path(torch.__file__).resolve().parent)
 _PYTHON = str(Path(traceback.__file__).resolve().parent)  # the standard library
@@ -19,6 +21,7 @@ class Blame:
     owner: str  # "optimizer", "torch" or "pytest-optimtest"
     frames: list[traceback.FrameSummary]  # the user's frames, outermost first
     innermost: str = ""  # the innermost frame of any owner, as "file:line in function (owner)"
+    compiled: bool = False  # the optimizer's frames ran under torch.compile (dynamo's frames called them)
 
     @property
     def where(self) -> str:
@@ -37,8 +40,9 @@ def _kind(filename: str) -> str:
     path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
     if path.startswith(_OURS):
         return "pytest-optimtest"
-    if path.startswith(_TORCH):
-        return "torch"
+    generated = torch_api.generated_code_dir()
+    if path.startswith(_TORCH) or (generated and path.startswith(str(Path(generated).resolve()))):
+        return "torch"  # torch's package, or the code inductor generated
     if path.startswith(_PYTHON) or filename.startswith("<"):
         return "python"
     return "optimizer"
@@ -56,6 +60,7 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
         frames, kinds = frames[ours:], kinds[ours:]
     owner = next((k for k in reversed(kinds) if k != "python"), "pytest-optimtest")
     innermost = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name} ({kinds[-1]})" if frames else ""
-    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost)
+    compiled = any(k == "torch" and "_dynamo" in f.filename for f, k in zip(frames, kinds))
+    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled)
 
 

@@ -40,6 +40,15 @@ def torch_version() -> str:
 TRACE_LOGGER = "torch.__trace"  # torch._logging._internal.trace_log: structured-trace records, empty as text
 
 
+def generated_code_dir() -> str | None:
+    """Where inductor writes the Python it generates (its cache folder), or None."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:  # another torch layout: frames there then count as nobody's
+        return None
+    return str(cache_dir())
+
+
 @contextlib.contextmanager
 def trace_log_kept_local() -> Iterator[None]:
     """torch's structured-trace logger does not propagate, so pytest's logging plugin attaches its
