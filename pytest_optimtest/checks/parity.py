@@ -30,9 +30,9 @@ def assert_parity(run: CompiledRun) -> str:
                           f"over {run.steps} steps", f"; raise lr or steps in {case.location}, or loosen min_movement")
     problems = snapshot_differences(e, c, case.tolerance)
     if problems:
-        diagnoses = "".join(f"\n  diagnosis: {d}" for d in parity_diagnoses(run))
+        run.diagnoses = parity_diagnoses(run)
         raise AssertionError(f"{case.id}: compiled step differs from eager after {run.steps} steps:" + listed(problems)
-                             + diagnoses)
+                             + "".join(f"\n  diagnosis: {d}" for d in run.diagnoses))
     notes = []
     if run.graph_breaks:
         notes.append(f"compiled in {run.graph_count} graphs, {len(run.graph_breaks)} graph-break reason(s) "
@@ -52,8 +52,8 @@ def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
         return {}
     metrics: dict[str, Any] = {"kernels": run.kernel_count, "compile_s": round(run.compile_seconds, 4),
                                "gate": {"generated kernels": run.kernel_count}}
-    if run.eager is not None and run.compiled is not None and snapshot_differences(run.eager, run.compiled, case.tolerance):
-        metrics["diagnoses"] = parity_diagnoses(run)
+    if run.diagnoses:
+        metrics["diagnoses"] = run.diagnoses
     steady_c, steady_e = run.compiled_step_seconds[1:], run.eager_step_seconds[1:]
     if steady_c and steady_e:
         metrics["compiled_step_s"] = statistics.median(steady_c)

@@ -74,6 +74,7 @@ class CompiledRun:
     eager_aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or grad
     compiled_aliases: set[str] = field(default_factory=set)
     draws_random: bool = False  # the eager step advanced the global RNG
+    diagnoses: list[str] = field(default_factory=list)  # parity's, when it found differences
 
     @property
     def steps(self) -> int:
