@@ -37,7 +37,7 @@ def run_benchmark(benchmark: Any, case: Case, compiled: bool) -> None:
 
     with isolated_case(case):
         model, _, _ = model_with_grads(case)
-        opt = make_optimizer(case, model.parameters())
+        opt = make_optimizer(case, model)
         step = compile_step(opt) if compiled else opt.step
         with torch.no_grad():
             step()  # compile, and create the optimizer state, outside the timing

@@ -109,7 +109,7 @@ def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
     with isolated_case(optim_case):
         model, _, _ = model_with_grads(optim_case)
         eager_model = copy_with_grads(model)
-        opt, eager = make_optimizer(optim_case, model.parameters()), make_optimizer(optim_case, eager_model.parameters())
+        opt, eager = make_optimizer(optim_case, model), make_optimizer(optim_case, eager_model)
         compiled = compile_step(opt)
 
         def step() -> None:

@@ -12,7 +12,10 @@ from __future__ import annotations
 import inspect
 import sys
 from pathlib import Path
+from typing import Any
 
+from .harness.param_forms import constructor_params
+from .models import IN_FEATURES, two_linear, two_linear_no_bias
 from .spec.values import resolve, takes_keyword
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
@@ -31,11 +34,13 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
     # six steps at SGD-like defaults such as 0.1, and a diverged run is a failed (not a passed) check.
     lr = min(lr, 1e-2) if isinstance(lr, float) and lr > 0 else 1e-3
     name = cls.__name__.lower()
+    form, form_lines = _params_form(cls, {"lr": lr} if takes_keyword(cls, "lr") else {})  # type: ignore[arg-type]  # a class
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
         f"optimizer: {optimizer}",
         f"kwargs: {{lr: {lr!r}}}",
+        *form_lines,
         "cases:",
         "  - name: default",
     ]
@@ -43,7 +48,7 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
         if flag in DEVICE_FLAGS:
             continue
         value = not defaults[flag] if isinstance(defaults[flag], bool) else True
-        kwargs, note = _constructible(cls, lr, {flag: value}, defaults)
+        kwargs, note = _constructible(cls, lr, {flag: value}, defaults, form)
         if kwargs is None:
             lines.append(f"  # left out: {flag}: {value}: {note}")
             continue
@@ -68,28 +73,71 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
 
-def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict) -> tuple[dict | None, str]:
+def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: str) -> tuple[dict | None, str]:
     """(kwargs the constructor accepts, a note): `kwargs` as given; else with a zero-default number
     that the rejection names set to 0.9 (SGD's nesterov needs momentum); else (None, why)."""
-    problem = _rejection(cls, lr, kwargs)
+    problem = _rejection(cls, lr, kwargs, form)
     if problem is None:
         return kwargs, ""
     for name, default in defaults.items():
         if name in problem and name not in kwargs and isinstance(default, (int, float)) \
                 and not isinstance(default, bool) and default == 0:
             fixed = {**kwargs, name: 0.9}
-            if _rejection(cls, lr, fixed) is None:
+            if _rejection(cls, lr, fixed, form) is None:
                 return fixed, f"with {name}: 0.9, since alone it is rejected: {problem}"
     return None, f"{cls.__name__} rejects it: {problem}"
 
 
-def _rejection(cls: type, lr: float, kwargs: dict) -> str | None:
+def _rejection(cls: type, lr: float, kwargs: dict, form: str) -> str | None:
+    try:
+        _build(cls, form, {"lr": lr, **kwargs}, two_linear())
+    except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
+        return _first_line(exc)
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def _build(cls: type, form: str, kwargs: dict, model: Any) -> Any:
+    return cls(constructor_params(form, model, "cpu"), **kwargs)
+
+
+def _params_form(cls: type, kwargs: dict) -> tuple[str, list[str]]:
+    """(params form, spec lines): how the constructor takes its params (a list, named params or the
+    model), and a model without 1-D params when one step over the default model raises and over
+    that one does not (Muon-style optimizers). What init cannot find out is left to fill in."""
+    problems = {}
+    for form in ("list", "named", "model"):
+        try:
+            _build(cls, form, kwargs, two_linear())
+            break
+        except Exception as exc:  # the constructor's verdict on this form; the next is tried
+            problems[form] = _first_line(exc)
+    else:
+        return "list", [f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
+                        "fill in `params` (param groups selected by names, ndim, min_ndim; see the README)"]
+    lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
+    step_problem = _first_step_problem(cls, form, kwargs, two_linear)
+    if step_problem and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
+        lines.append(f"model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: {step_problem}")
+    elif step_problem:
+        lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
+                     "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
+    return form, lines
+
+
+def _first_step_problem(cls: type, form: str, kwargs: dict, factory: Any) -> str | None:
     import torch
 
+    model = factory()
     try:
-        cls([torch.nn.Parameter(torch.zeros(2, 2))], lr=lr, **kwargs)
-    except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        optimizer = _build(cls, form, kwargs, model)
+        model(torch.randn(4, IN_FEATURES)).pow(2).sum().backward()
+        optimizer.step()
+    except Exception as exc:  # the step's verdict on this model
+        return _first_line(exc)
     return None
 
 

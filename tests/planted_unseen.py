@@ -116,3 +116,40 @@ class SplitParamsSGD(PlainSGD):
 
     def __init__(self, matrix_params, params, lr=0.1):
         super().__init__([*matrix_params, *params], lr)
+
+
+class NamedParamsSGD(PlainSGD):
+    """Takes (name, param) pairs and exempts biases from weight decay by name, as many packages do."""
+
+    def __init__(self, named_params, lr=0.1, weight_decay=0.01):
+        named = list(named_params)
+        decay = [p for name, p in named if not name.lower().endswith("bias")]
+        rest = [p for name, p in named if name.lower().endswith("bias")]
+        torch.optim.Optimizer.__init__(self, [{"params": decay, "weight_decay": weight_decay},
+                                              {"params": rest, "weight_decay": 0.0}], {"lr": lr})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.mul_(1 - group["lr"] * group["weight_decay"]).add_(p.grad, alpha=-group["lr"])
+
+
+class ModelSGD(PlainSGD):
+    """Takes the model itself (as optimizers that read its structure do)."""
+
+    def __init__(self, model, lr=0.1):
+        super().__init__(model.parameters(), lr)
+
+
+class MuonStyleSGD(PlainSGD):
+    """Muon-style hybrid: groups flagged `use_muon` hold matrices only (its own assert) and take a
+    normalized step; the other groups a plain one."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if group["use_muon"]:
+                    assert p.ndim == 2, "use_muon groups take matrices only"
+                    p.add_(p.grad / p.grad.norm().clamp_min(1e-8), alpha=-group["lr"])
+                else:
+                    p.add_(p.grad, alpha=-group["lr"])

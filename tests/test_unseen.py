@@ -25,6 +25,12 @@ SPECS = {
     "plain": "optimizer: planted:PlainSGD\nkwargs: {lr: 0.1}\nchecks: [in_backward_no_hook]\n",
     "lazy": "optimizer: planted:LazyStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "named": "optimizer: planted_unseen:NamedParamsSGD\nkwargs: {lr: 0.1}\nparams: named\nchecks: [parity, in_backward]\n",
+    "model": "optimizer: planted_unseen:ModelSGD\nkwargs: {lr: 0.1}\nparams: model\nchecks: [parity, zero]\n",
+    "muon": "optimizer: planted_unseen:MuonStyleSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
+            "params:\n  - {min_ndim: 2, use_muon: true}\n  - {use_muon: false}\n",
+    "matrices": "optimizer: planted_unseen:MatrixOnlySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
+                "model: pytest_optimtest.models:two_linear_no_bias\n",
 }
 
 
@@ -116,6 +122,16 @@ def test_parity_failures_name_their_mechanism_and_owner(session):
     assert record["metrics"]["diagnoses"][0].startswith("torch's doing")
 
 
+def test_optimizers_that_take_named_params_groups_by_shape_or_the_model_are_built_as_the_spec_says(session):
+    out, _ = session
+    for node in ("named.yaml::namedparamssgd-default-cpu::parity", "model.yaml::modelsgd-default-cpu::parity",
+                 "muon.yaml::muonstylesgd-default-cpu::parity", "matrices.yaml::matrixonlysgd-default-cpu::parity"):
+        assert _outcome(out, f"specs/{node}") == "PASSED", node
+    assert _outcome(out, "specs/named.yaml::namedparamssgd-default-cpu::in_backward") == "SKIPPED"
+    assert "takes its params as named (the spec's `params`)" in out
+    assert _outcome(out, "specs/model.yaml::modelsgd-default-cpu::zero") == "SKIPPED"
+
+
 def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist(tmp_path):
     """Each fails its own items, with where it hung or what it was doing when its process died;
     the other spec passes and the report is written."""
@@ -150,5 +166,52 @@ def test_a_constructor_that_splits_its_params_is_named_as_such_not_blamed_on_the
     from pytest_optimtest.spec import SpecError
 
     with pytest.raises(SpecError, match=r"spec.yaml:1: \[optimizer\] SplitParamsSGD's constructor requires 'matrix_params', "
-                                        r"'params': this plugin passes one list of params \(as 'matrix_params'\)"):
+                                        r"'params': this plugin passes the params as one argument \('matrix_params'"):
         cases_from(tmp_path, "optimizer: planted_unseen:SplitParamsSGD\nkwargs: {lr: 0.1}\n")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("optimizer: planted_unseen:NamedParamsSGD\nkwargs: {lr: 0.1}\n",
+     r"spec.yaml:1: \[optimizer\] NamedParamsSGD refuses a plain list of params \(AttributeError: .*\) and takes named "
+     r"params: set `params: named` in the spec"),
+    ("optimizer: planted_unseen:ModelSGD\nkwargs: {lr: 0.1}\n",
+     r"\[optimizer\] ModelSGD refuses a plain list of params .* and takes the model itself: set `params: model`"),
+    ("optimizer: planted:PlainSGD\nkwargs: {lr: 0.1}\nparams: model\n",
+     r"spec.yaml:3: \[params\] PlainSGD refuses the model itself .* and takes a plain list of params: remove `params`"),
+    ("optimizer: planted:PlainSGD\nparams:\n  - {names: '*.kernel', lr: 0.1}\n  - {}\n",
+     r"spec.yaml:3: \[params\[0\]\] on the model pytest_optimtest.models:two_linear: group 0 \(names: \['\*.kernel'\]\) "
+     r"selects none of the model's params \['0.weight \(2-D\)'"),
+    ("optimizer: planted:PlainSGD\nparams:\n  - {ndim: 2}\n",
+     r"spec.yaml:2: \[params\] on the model .*: no group takes \['0.bias', '1.bias'\]; add a group without names"),
+    ("optimizer: planted:PlainSGD\nparams:\n  - {ndim: 1, lr: {tensr: 1}}\n  - {}\n",
+     r"spec.yaml:3: \[params\[0\].lr\] a mapping value must be one of"),
+    ("optimizer: planted:PlainSGD\nin_backward:\n  groups: [{params: ['*.kernel']}]\n",
+     r"spec.yaml:3: \[in_backward.groups\[0\].params\[0\]\] '\*.kernel' matches none of the model's params"),
+])
+def test_a_params_form_the_optimizer_or_model_refuses_is_a_spec_error_at_its_key(tmp_path, spec, message):
+    from helpers import cases_from
+
+    from pytest_optimtest.spec import SpecError
+
+    with pytest.raises(SpecError, match=message):
+        cases_from(tmp_path, spec)
+
+
+@pytest.mark.parametrize(("optimizer", "line"), [
+    ("planted_unseen:NamedParamsSGD", "params: named  # it refuses a plain list of params"),
+    ("planted_unseen:ModelSGD", "params: model  # it refuses a plain list of params"),
+    ("planted_unseen:MatrixOnlySGD", "model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: "
+                                     "AssertionError: MatrixOnlySGD steps matrices only"),
+])
+def test_init_writes_how_the_constructor_takes_its_params_and_the_spec_validates(tmp_path, capsys, optimizer, line):
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec(optimizer, tmp_path / "spec.yaml") == 0, capsys.readouterr().err
+    assert line in (tmp_path / "spec.yaml").read_text()
+
+
+def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:MuonStyleSGD")
+    assert "# one step over the default model raises (KeyError: 'use_muon'): fill in `params` groups" in text

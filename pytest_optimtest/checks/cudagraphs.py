@@ -28,7 +28,7 @@ def check_cudagraphs(case: Any, runs: Any) -> str:
         raise NotApplicable(f"{case.id}: the spec sets cudagraphs: false (PyTorch runs Adagrad and SGD without them)")
     with isolated_case(case), torch_api.inductor_config(**{"triton.cudagraphs": True}):
         model, _, _ = model_with_grads(case)
-        opt = make_optimizer(case, model.parameters())
+        opt = make_optimizer(case, model)
         step = compile_step(opt)
         with torch.no_grad():
             for _ in range(case.steps):

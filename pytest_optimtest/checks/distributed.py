@@ -6,7 +6,7 @@ from typing import Any
 
 from ..harness.compare import listed, value_differences
 from ..harness.vacuity import require_moved
-from ..harness.distributed_run import DistributedRun, unavailable_reason
+from ..harness.distributed_run import DistributedRun, unavailable_reason, zero_takes
 from ..harness.builder import make_optimizer, model_factory
 from ..spec.schema import Tolerance
 from .base import Check, NotApplicable
@@ -80,6 +80,9 @@ def check_distributed(case: Any, runs: Any) -> str:
 
 
 def check_zero(case: Any, runs: Any) -> str:
+    if not zero_takes(case):
+        raise NotApplicable(f"the optimizer takes its params as {case.params} (params: {case.params}); "
+                            "ZeroRedundancyOptimizer hands it plain lists of params")
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
     _not_vacuous(run)
@@ -99,7 +102,7 @@ def check_zero(case: Any, runs: Any) -> str:
 def _load_into_plain(case, state_dict):
     """(a plain optimizer of the case loaded with ZeRO's consolidated state_dict, None), or (None, why not)."""
     model = model_factory(case)(device=case.device)
-    opt = make_optimizer(case, model.parameters())
+    opt = make_optimizer(case, model)
     try:
         opt.load_state_dict(state_dict)
     except Exception as exc:  # the property under test: it must load

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 from copy import deepcopy
 from typing import Any
 
@@ -10,7 +12,9 @@ import torch
 from ..harness import torch_api
 from ..harness.compare import value_differences
 from ..harness.vacuity import require_moved
-from ..harness.in_backward_run import SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model, run_in_backward
+from ..spec.param_groups import model_param_shapes
+from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model,
+                                       require_param_list, run_in_backward)
 from ..harness.isolation import isolated
 from ..harness.builder import make_data, make_optimizer
 from ..spec.values import build_kwargs, resolve
@@ -19,8 +23,18 @@ from .base import Check, NotApplicable
 
 
 def validate_groups(section: InBackwardSpec, spec: SpecContext) -> None:
+    """Group kwargs are well-formed values; each group's names and globs select a param of the spec's
+    model (when it can be built here), since a group that selects nothing compares nothing. The
+    default groups (weights, biases) are not the user's words: one that selects nothing is left out."""
+    declared = getattr(spec.spec, SECTION_KEY, None) is not None
+    shapes = model_param_shapes(spec.spec.model) if declared else None
+    names = [name for name, _ in shapes or ()]
     for i, group in enumerate(section.groups):
         spec.check_values(group.kwargs, ("in_backward", "groups", i, "kwargs"))
+        for j, pattern in enumerate(group.params if shapes is not None else ()):
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+                raise spec.error(("in_backward", "groups", i, "params", j),
+                                 f"{pattern!r} matches none of the model's params {names}")
 
 
 def compare_in_backward(case, tied: bool = False, copies: int = 1,
@@ -77,6 +91,10 @@ def check_in_backward_two_optimizers(case: Any, runs: Any) -> str:
 
 def check_in_backward_no_hook(case: Any, runs: Any) -> str:
     """register_hook=False leaves params untouched by backward; the hooked twin moves."""
+    try:
+        require_param_list(case)
+    except CannotApply as exc:
+        raise NotApplicable(f"{case.id}: {exc}") from None
     optimizer_cls = resolve(case.optimizer)
     with isolated():
         model = make_model(case, tied=False)
@@ -105,7 +123,7 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> str:
 
 def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The params after one ordinary optimizer step on the same data."""
-    opt = make_optimizer(case, list(model.parameters()))
+    opt = make_optimizer(case, model)
     inputs, loss_fn = make_data(case.data, case.device, batch=4)
     loss_fn(model(inputs)).backward()
     opt.step()

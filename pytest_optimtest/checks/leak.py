@@ -55,7 +55,7 @@ def check_no_leak(case: Any, runs: Any) -> str:
 
 def _compile_and_drop(case) -> tuple[list[weakref.ref], int]:
     model, _, _ = model_with_grads(case)
-    opt = make_optimizer(case, model.parameters())
+    opt = make_optimizer(case, model)
     step = compile_step(opt, fullgraph=False)
     with torch.no_grad():
         step()

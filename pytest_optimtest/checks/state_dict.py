@@ -33,7 +33,7 @@ def check_state_dict(case: Any, runs: Any) -> str:
                 twins.eager_opt.step()
         # compiled -> eager: a fresh eager optimizer over a copy of the compiled model
         resumed_model = copy_with_grads(twins.compiled_model)
-        resumed = make_optimizer(case, resumed_model.parameters())
+        resumed = make_optimizer(case, resumed_model)
         resumed.load_state_dict(_checkpointed(twins.compiled_opt.state_dict()))
         # eager -> compiled: the running compiled optimizer takes the eager one's params and state
         with torch.no_grad():

@@ -4,7 +4,7 @@ scheduler. Every check, fixture and the benchmark builds its runs from these."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ import torch
 
 from ..models import IN_FEATURES
 from . import torch_api
+from .param_forms import constructor_params
 from .snapshot import OptimizerSnapshot, snapshot
 from .devices import seed_all
 from .vacuity import NotApplicable
@@ -50,10 +51,12 @@ def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable
     return model, inputs, loss_fn
 
 
-def make_optimizer(case: Any, params: Any) -> torch.optim.Optimizer:
-    """The case's optimizer over `params`, with kwargs built afresh, and the spec's `setup` run on it."""
+def make_optimizer(case: Any, source: torch.nn.Module | Iterable[Any]) -> torch.optim.Optimizer:
+    """The case's optimizer over a model's params (or loose params), given in the spec's `params`
+    form, with kwargs built afresh, and the spec's `setup` run on it."""
     from ..spec.values import build_kwargs, resolve
 
+    params = constructor_params(getattr(case, "params", "list"), source, case.device)
     optimizer = resolve(case.optimizer)(params, **build_kwargs(case.kwargs, case.device))
     if getattr(case, "setup", None):
         resolve(case.setup)(optimizer)
@@ -106,7 +109,7 @@ def make_twins(case: Any) -> Twins:
     """The case's model and a copy, with equal grads, each with the case's optimizer."""
     model, inputs, loss_fn = model_with_grads(case)
     twin = copy_with_grads(model)
-    return Twins(model, make_optimizer(case, model.parameters()), twin, make_optimizer(case, twin.parameters()), inputs, loss_fn)
+    return Twins(model, make_optimizer(case, model), twin, make_optimizer(case, twin), inputs, loss_fn)
 
 
 def require_closure_parameter(opt: torch.optim.Optimizer) -> None:

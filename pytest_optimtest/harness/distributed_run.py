@@ -20,6 +20,7 @@ from . import torch_api
 from .compiled_run import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
+from .param_forms import constructor_params
 from .builder import loss_for, make_data, make_optimizer, model_factory
 from .ranks import RankJob, RankPools, run_ranks
 
@@ -74,7 +75,7 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
     seed_all(case.seed + 1000)
     batches = [make_data(case.data, "cpu", spec.batch)[0] for _ in range(spec.iterations)]
     backend = "nccl" if case.device == "cuda" else "gloo"
-    zero = "zero" in case.checks
+    zero = "zero" in case.checks and zero_takes(case)
     start = time.perf_counter()
     job = RankJob("pytest_optimtest.harness.distributed_run:rank_main", _Payload(case, batches, zero),
                   spec.world_size, backend, spec.timeout_s)
@@ -92,7 +93,7 @@ def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
     seed_all(case.seed)
     model = model_factory(case)(device=case.device)
     initial = _cpu_params(model)
-    opt = make_optimizer(case, model.parameters())
+    opt = make_optimizer(case, model)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
     loss_fn = loss_for(case.data)
 
@@ -123,6 +124,11 @@ def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
     return result
 
 
+def zero_takes(case: Case) -> bool:
+    """ZeroRedundancyOptimizer hands its optimizer class param lists or groups, never names or a model."""
+    return case.params not in ("named", "model")
+
+
 def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: int, zero: bool):
     from torch.nn.parallel import DistributedDataParallel
 
@@ -130,10 +136,11 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
     model = model_factory(case)(device=case.device)
     ddp = DistributedDataParallel(model, device_ids=[rank] if case.device.startswith("cuda") else None)
     if zero:
-        opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=resolve(case.optimizer),
+        params = constructor_params(case.params, ddp.module, case.device)
+        opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(params, optimizer_class=resolve(case.optimizer),
                                       **build_kwargs(case.kwargs, case.device))
     else:
-        opt = make_optimizer(case, ddp.parameters())
+        opt = make_optimizer(case, ddp.module)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
     loss_fn = loss_for(case.data)
     for batch in batches:

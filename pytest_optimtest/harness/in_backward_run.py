@@ -19,6 +19,7 @@ from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
 from .builder import make_data, model_factory
+from .param_forms import form_name
 
 SECTION_KEY = "in_backward"
 
@@ -58,6 +59,13 @@ Groups = list[tuple[list[torch.nn.Parameter], dict]]
 
 class CannotApply(Exception):
     """The case cannot be applied in backward (reason in the message)."""
+
+
+def require_param_list(case: Case) -> None:
+    """_apply_optimizer_in_backward builds one optimizer per param from a one-param list."""
+    if case.params != "list":
+        raise CannotApply(f"the optimizer takes its params as {form_name(case.params)} (the spec's `params`), and "
+                          "_apply_optimizer_in_backward builds one optimizer per param from a list of that param alone")
 
 
 def needs_closure(optimizer_cls: type) -> bool:
@@ -127,6 +135,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
 
     copies=2 applies two optimizers to every group, on both sides, each with its own kwargs.
     """
+    require_param_list(case)
     optimizer_cls = resolve(case.optimizer)
     if needs_closure(optimizer_cls):
         raise CannotApply(f"{optimizer_cls.__name__}.step requires a closure; an optimizer applied in backward steps without one")

@@ -38,6 +38,7 @@ class Case:
     scheduler: str | None = None
     scheduler_kwargs: dict[str, Any] = field(default_factory=dict)
     model: str = "pytest_optimtest.models:two_linear"
+    params: Any = "list"  # the spec's `params` form: list, named, model, or [ParamGroup]
     data: str = "random"
     seed: int = 0
     tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1.3e-6)

@@ -51,6 +51,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     _check_values({"model": {"import": spec.model}}, (), locator)
     if spec.setup:
         _check_values({"setup": {"import": spec.setup}}, (), locator)
+    _check_params(spec, locator)
     context = SpecContext(locator, spec, optimizer_cls, tuple(schedulers), torch_version)
     sections = _sections(spec, checks, context)
     prefix = spec.name or optimizer_cls.__name__.lower()
@@ -162,6 +163,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         scheduler=scheduler,
         scheduler_kwargs=dict(spec.schedulers.get(scheduler, {})) if scheduler else {},
         model=spec.model,
+        params=spec.params,
         data=spec.data,
         seed=spec.seed,
         tolerance=entry.tolerance or spec.tolerance,
@@ -307,7 +309,7 @@ def _check_values(kwargs: dict[str, Any], where: tuple, locator: Locator) -> Non
             raise locator.error((*where, key), problem)
 
 
-_constructed: dict[tuple[type, str], str | None] = {}
+_constructed: dict[tuple[type, str, str, str], str | None] = {}
 
 
 def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator) -> None:
@@ -323,26 +325,78 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                   if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in kwargs]
     if len(positional) > 1:
         raise locator.error(("optimizer",), f"{cls.__name__}'s constructor requires {', '.join(map(repr, positional))}: "
-                                            f"this plugin passes one list of params (as {positional[0]!r}) and the spec's "
+                                            f"this plugin passes the params as one argument ({positional[0]!r}, in the "
+                                            "spec's `params` form: a list, named, groups or the model) and the spec's "
                                             "kwargs, so it cannot build this optimizer (params split across arguments "
                                             "are not supported yet)")
-    memo_key = (cls, repr(sorted(kwargs.items())))
+    memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:
-        _constructed[memo_key] = _construct_problem(cls, kwargs)
+        _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)
     problem = _constructed[memo_key]
+    if problem and problem.startswith(PARAMS_FORM):
+        declared = isinstance(locator.root, Mapping) and "params" in locator.root
+        raise locator.error(("params",) if declared else ("optimizer",), problem[len(PARAMS_FORM):])
     if problem:
         culprit = next((k for k in kwargs if k in problem and k in spec.cases[where[1]].kwargs), None)
         raise locator.error((*where, "kwargs", culprit) if culprit else where, f"{cls.__name__}({_show(kwargs)}) rejects these kwargs: {problem}")
 
 
-def _construct_problem(cls: type, kwargs: dict[str, Any]) -> str | None:
+PARAMS_FORM = "params form: "  # a construction problem that another `params` form solves
+
+
+def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path: str) -> str | None:
+    """Why `cls(params, **kwargs)` raises, or None. A list of params that the constructor refuses,
+    where named params or the model itself are taken, is the spec's `params` form at fault."""
     import torch
 
-    try:
-        cls([torch.nn.Parameter(torch.zeros(2, 2))], **build_kwargs(kwargs, "cpu"))
-    except Exception as exc:  # any constructor error is the spec's fault, reported as such
-        return f"{type(exc).__name__}: {exc}"
-    return None
+    # torch and the param forms load only here, where a constructor runs: loading a spec stays light.
+    from ..harness.param_forms import constructor_params
+
+    def attempt(form: Any) -> str | None:
+        model: Any = torch.nn.Linear(2, 2) if form in ("list", "named") else _model_or_none(model_path)
+        if model is None:  # the spec's model cannot be built here: the run will say why
+            return None
+        try:
+            cls(constructor_params(form, model, "cpu"), **build_kwargs(kwargs, "cpu"))
+        except Exception as exc:  # any constructor error is the spec's fault, reported as such
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    problem = attempt(form)
+    if problem:
+        words = {"list": "a plain list of params", "named": "named params", "model": "the model itself"}
+        for other in [f for f in words if f != form]:
+            if attempt(other) is None:
+                given = words.get(form, "these param groups") if isinstance(form, str) else "these param groups"
+                return (f"{PARAMS_FORM}{cls.__name__} refuses {given} ({problem}) and takes {words[other]}: "
+                        f"{'remove `params`' if other == 'list' else f'set `params: {other}`'} in the spec")
+    return problem
+
+
+def _model_or_none(model_path: str) -> Any:
+    from .param_groups import model_param_shapes
+
+    if model_param_shapes(model_path) is None:
+        return None
+    return resolve(model_path)(device="cpu")
+
+
+def _check_params(spec: Spec, locator: Locator) -> None:
+    """Param groups' options are well-formed values, and on the spec's model every group selects
+    a param and every param has a group (when the model can be built here)."""
+    from .param_groups import assignment_problem, model_param_shapes
+
+    if not isinstance(spec.params, list):
+        return
+    for index, group in enumerate(spec.params):
+        _check_values(group.options, ("params", index), locator)
+    shapes = model_param_shapes(spec.model)
+    if shapes is None:
+        return
+    found = assignment_problem(spec.params, [(name, len(shape)) for name, shape in shapes])
+    if found:
+        at, why = found
+        raise locator.error(("params", at) if at is not None else ("params",), f"on the model {spec.model}: {why}")
 
 
 def _show(kwargs: dict[str, Any]) -> str:

@@ -97,6 +97,34 @@ class DistributedSpec(StrictModel):
         return self
 
 
+class ParamGroup(BaseModel):
+    """One param group: the params it selects (all selectors must hold; none: every param no other
+    group takes) and, as its other keys, the group's own options (e.g. `use_muon: true`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    names: list[str] | None = Field(None, description="fnmatch globs over the model's param names, e.g. '*.weight'")
+    ndim: list[int] | None = Field(None, description="param dimensions, e.g. 2 or [2, 3, 4]")
+    min_ndim: int | None = Field(None, ge=0, le=64, description="at least this many dimensions (2: matrices, as Muon wants)")
+
+    @field_validator("names", "ndim", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, (str, int)) and not isinstance(value, bool) else value
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The group's own hyperparameters: its keys other than the selectors."""
+        return dict(self.model_extra or {})
+
+    @property
+    def selects_rest(self) -> bool:
+        return self.names is None and self.ndim is None and self.min_ndim is None
+
+
+ParamsForm = Literal["list", "named", "model"] | list[ParamGroup]
+
+
 PROFILES = ("ci", "dev", "nightly")
 
 
@@ -205,6 +233,9 @@ class Spec(StrictModel):
         "pytest_optimtest.models:two_linear",
         description="model factory by import path, called as factory(device=...)",
     )
+    params: ParamsForm = Field(
+        "list", description="how the constructor gets the model's params: list (model.parameters()), named "
+        "(model.named_parameters()), model (the module itself), or a list of param groups selected by name or shape")
     cases: list[CaseSpec] = Field([CaseSpec(name="default")], min_length=1)
     grid: dict[str, GridAxis] = {}
     schedulers: dict[str, dict[str, Any]] = Field(
@@ -244,6 +275,18 @@ class Spec(StrictModel):
             return {k: {"values": v} if isinstance(v, list) else v for k, v in grid.items()}
         return grid
 
+    @field_validator("params")
+    @classmethod
+    def _groups(cls, params: Any) -> Any:
+        if isinstance(params, list):
+            if not params:
+                raise ValueError("give at least one param group, or one of list, named, model")
+            if sum(group.selects_rest for group in params) > 1:
+                raise ValueError("only one group may leave out names, ndim and min_ndim (it takes the params no other group takes)")
+            for group in params:
+                if "params" in group.options:
+                    raise ValueError("a group selects its params with names, ndim or min_ndim, not 'params'")
+        return params
 
 
 HOOK_KINDS = ("pre_fw", "post_fw", "pre_bw", "post_bw")
