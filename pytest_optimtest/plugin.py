@@ -12,7 +12,7 @@ import importlib
 from pathlib import Path
 import pytest
 
-from . import fixtures
+from . import fixtures, supervisor
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -37,16 +37,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --optim-update-expected: write even after a partial run (-k, --lf, node ids)")
     group.addoption("--optim-timeout", type=float, default=None, metavar="SECONDS",
                     help="fail a case's check still running after this many seconds (default: the spec's timeout_s, 900)")
+    group.addoption("--optim-in-process", action="store_true",
+                    help="run a serial session in this process, not under a supervisor (a case that kills the process "
+                         "then ends the session)")
     group.addoption("--optim-benchmark", action="store_true",
                     help="add eager and compiled step benchmarks per plain case (pytest-benchmark's fixture)")
     parser.addini("optim_spec", type="paths", default=[], help="spec files or directories, as --optim-spec")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own main loop: a serial session with specs supervises its child
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    return supervisor.supervise(config) if supervisor.wanted(config, bool(_spec_roots(config))) else None
+
+
+def _spec_roots(config: pytest.Config) -> list[Path]:
+    return [Path(p).resolve() for p in config.getoption("optim_spec")] or [Path(p).resolve() for p in config.getini("optim_spec")]
 
 
 @pytest.hookimpl(tryfirst=True)  # before Hypothesis's plugin loads --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "optim_spec(path, case='*'): parametrize optim_case over a spec's cases")
     config.pluginmanager.register(fixtures, "optimtest-fixtures")
-    roots = [Path(p).resolve() for p in config.getoption("optim_spec")] or [Path(p).resolve() for p in config.getini("optim_spec")]
+    roots = _spec_roots(config)
     if roots:
         # import_module, not `from . import`: pytester's in-process runs drop modules from
         # sys.modules between runs, and the package attribute would hand back the stale one.

@@ -22,6 +22,7 @@ from . import report as reporting
 from . import update
 from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError
 from .checks.registry import entry_point_checks
+from .supervisor import SUPERVISED_ENV
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
@@ -174,7 +175,9 @@ class OptimtestSession:
         died = self.journal.died_in(item.case.key) if self.journal is not None else None
         if died:
             pytest.fail(f"crashed: the process running this case died in {died} (a native crash or an exit in the "
-                        "optimizer's step or in torch); pytest-xdist replaced it, and this case is not run again",
+                        "optimizer's step or in torch); "
+                        + ("the supervisor ran the session again" if os.environ.get(SUPERVISED_ENV) else "pytest-xdist replaced it")
+                        + ", and this case is not run again",
                         pytrace=False)
         for needed in self.registry[item.check].prerequisites:
             if needed in item.case.checks:

@@ -118,6 +118,10 @@ def test_parity_failures_name_their_mechanism_and_owner(session):
     assert "shares storage with 0.bias.grad" in lazy and "python -m pytest_optimtest.harness.diagnosis" in lazy
     noisy = _failure(out, "specs/noisy.yaml::noisysgd-default-cpu::parity")
     assert "diagnosis: the optimizer draws random numbers in its step" in noisy and "fallback_random: true" in noisy
+    assert "rerun so, it matches eager: the RNG is the whole difference" in noisy
+    assert ("diagnosis: torch's doing (inductor): compiled with aot_eager (dynamo and AOTAutograd, no inductor) the 7 steps "
+            "match eager" in lazy)
+    assert "reproduce: pytest --optim-spec specs/lazy.yaml -k 'lazystatesgd-default-cpu and parity'" in lazy
     (record,) = [r for r in report["items"] if r["case"] == "lazystatesgd-default-cpu"]
     assert record["metrics"]["diagnoses"][0].startswith("torch's doing")
 
@@ -132,9 +136,10 @@ def test_optimizers_that_take_named_params_groups_by_shape_or_the_model_are_buil
     assert _outcome(out, "specs/model.yaml::modelsgd-default-cpu::zero") == "SKIPPED"
 
 
-def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist(tmp_path):
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist_and_serially(tmp_path, workers):
     """Each fails its own items, with where it hung or what it was doing when its process died;
-    the other spec passes and the report is written."""
+    the other spec passes and the report is written. Serially, the supervisor runs the session again."""
     import subprocess
     import sys
 
@@ -145,15 +150,20 @@ def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist(tmp
              "plain": "optimizer: planted:PlainSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"}
     for name, text in specs.items():
         (tmp_path / f"{name}.yaml").write_text(text)
-    result = subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", ".", "-n", "2", "-p", "no:randomly",
+    result = subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", ".", "-n", workers, "-p", "no:randomly",
                              "-p", "no:cacheprovider", "--optim-report", "report.json"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=600)
     out = result.stdout
-    assert result.returncode == 1, out[-3000:]
+    assert result.returncode == 1, out[-3000:] + result.stderr[-2000:]
     assert "timed out after 15s in check 'parity', step 1" in out, out[-3000:]
     assert re.search(r"hung at .*planted_unseen\.py:\d+ in _update", out), out[-3000:]
-    assert "worker 'gw" in out and "crashed while running 'exit.yaml::exitingsgd-default-cpu::" in out
-    assert "crashed: the process running this case died in check 'parity', step 1" in out
+    if workers == "0":
+        assert "optimtest: the session's process died (exit code 3) in check 'parity', step 1; running the session again" in result.stderr
+        assert "crashed: the process running this case died in check 'parity', step 1" in out
+        assert "the supervisor ran the session again, and this case is not run again" in out
+    else:
+        assert "worker 'gw" in out and "crashed while running 'exit.yaml::exitingsgd-default-cpu::" in out
+        assert "crashed: the process running this case died in check 'parity', step 1" in out
     outcomes = {(r["case"], r["check"]): r["outcome"] for r in json.loads((tmp_path / "report.json").read_text())["items"]}
     assert outcomes[("plainsgd-default-cpu", "parity")] == "passed"
     assert outcomes[("hangingsgd-default-cpu", "parity")] == outcomes[("hangingsgd-default-cpu", "kernel_count")] == "failed"

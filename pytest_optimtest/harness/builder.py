@@ -101,8 +101,8 @@ class Twins:
         return (make_closure(self.eager_model, self.eager_opt, self.inputs, self.loss_fn, graph_break),
                 make_closure(self.compiled_model, self.compiled_opt, self.inputs, self.loss_fn, graph_break))
 
-    def compile(self, closure: Any = None, fullgraph: bool = False) -> Callable[[], None]:
-        return compile_step(self.compiled_opt, closure, fullgraph)
+    def compile(self, closure: Any = None, fullgraph: bool = False, backend: str = "inductor") -> Callable[[], None]:
+        return compile_step(self.compiled_opt, closure, fullgraph, backend)
 
 
 def make_twins(case: Any) -> Twins:
@@ -140,7 +140,8 @@ def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: tor
     return closure
 
 
-def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False) -> Callable[[], None]:
+def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False,
+                 backend: str = "inductor") -> Callable[[], None]:
     """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do."""
     step = torch_api.raw_step(opt)
     torch_api.mark_step_called(opt)
@@ -150,7 +151,7 @@ def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: boo
     else:
         def fn() -> None:
             step(closure)
-    return torch.compile(fn, backend="inductor", fullgraph=fullgraph)
+    return torch.compile(fn, backend=backend, fullgraph=fullgraph)
 
 
 def make_scheduler(case: Any, opt: torch.optim.Optimizer) -> Any:

@@ -180,6 +180,28 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
     run.perturbed = perturb
 
 
+def rerun_differences(case: Case, steps: int, backend: str = "inductor") -> list[str]:
+    """Eager vs a compiled twin built with `backend` (and the case as given, e.g. fallback_random
+    flipped), after exactly `steps` steps: the differences. For parity's diagnoses: which change
+    makes the difference go away says whose it is."""
+    from .compare import snapshot_differences  # the comparison parity uses, for its counterfactuals only
+
+    with isolated_case(case), torch_api.recording_recompiles():
+        twins = make_twins(case)
+        eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
+        compiled_step = twins.compile(compiled_closure, backend=backend)
+        schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
+        with torch.no_grad():
+            for step in range(steps):
+                seed_all(case.seed + 1 + step)
+                compiled_step()
+                seed_all(case.seed + 1 + step)
+                twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
+                step_all(schedulers)
+        eager, compiled = twins.snapshots()
+    return snapshot_differences(eager, compiled, case.tolerance)
+
+
 def _counted(compiled_step: Callable[[], None], log: list[str]) -> StepCompiles:
     """Run one compiled step and record what it compiled."""
     graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)

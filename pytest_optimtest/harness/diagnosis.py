@@ -4,14 +4,20 @@ Each diagnosis is one line for the failure and the JSON report. What is looked f
 - a compiled state tensor that shares storage with a grad or a param where eager's does not
   (inductor handed back an input as a new buffer: torch's doing);
 - an optimizer that draws from the global RNG while it is compiled without fallback_random
-  (inductor's RNG differs from eager's by design: the spec should set fallback_random).
+  (inductor's RNG differs from eager's by design: the spec should set fallback_random), and
+  whether the run with fallback_random then matches;
+- whether the same steps compiled with `aot_eager` (dynamo and AOTAutograd, no inductor) match
+  eager: then the difference is inductor's, else it was already in the traced graph.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
+
+from ..spec.case import shown_path
 
 
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
@@ -35,7 +41,42 @@ def _storage(t: torch.Tensor) -> int:
 
 
 def parity_diagnoses(run: Any) -> list[str]:
-    """One line per mechanism found in a compiled run whose snapshots differ."""
+    """One line per mechanism found in a compiled run whose snapshots differ; each rerun that
+    decides between mechanisms runs here, once, when parity has already failed."""
+    lines = _storage_and_rng(run)
+    lines.append(_aot_eager(run))
+    return lines
+
+
+def _reproduce(case: Any) -> str:
+    return f"reproduce: pytest --optim-spec {shown_path(case.spec_path)} -k '{case.id} and parity'"
+
+
+def _rerun(case: Any, steps: int, backend: str = "inductor") -> list[str] | str:
+    """The rerun's differences, or why it could not run."""
+    # compiled_run imports this module (storage_aliases): the reruns load it when a diagnosis needs them.
+    from .compiled_run import rerun_differences
+
+    try:
+        return rerun_differences(case, steps, backend)
+    except Exception as exc:  # the rerun is evidence, not the verdict: its failure is reported as such
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def _aot_eager(run: Any) -> str:
+    case = run.case
+    found = _rerun(case, run.steps, backend="aot_eager")
+    if isinstance(found, str):
+        return f"compiled with aot_eager instead of inductor, the step raised ({found}): no verdict on inductor"
+    if not found:
+        return (f"torch's doing (inductor): compiled with aot_eager (dynamo and AOTAutograd, no inductor) the {run.steps} "
+                f"steps match eager, so inductor's code generation makes the difference; {_reproduce(case)}")
+    return (f"compiled with aot_eager (no inductor) the step differs from eager too ({len(found)} values): the difference "
+            "is in the graph dynamo traced (a Python effect it did not capture, or the optimizer's reliance on eager-only "
+            f"behaviour), not in inductor's code; {_reproduce(case)}")
+
+
+def _storage_and_rng(run: Any) -> list[str]:
     lines = []
     aliased = sorted(run.compiled_aliases - run.eager_aliases)
     if aliased:
@@ -45,9 +86,12 @@ def parity_diagnoses(run: Any) -> list[str]:
                      "mul_().add_(grad)), so the next grad, or one zeroed in place, rewrites the optimizer's state; "
                      "plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")
     if run.draws_random and not run.case.fallback_random:
+        found = _rerun(replace(run.case, fallback_random=True), run.steps)
+        verdict = ("rerun so, it matches eager: the RNG is the whole difference, not the optimizer's doing" if found == []
+                   else f"rerun so, it still differs ({found if isinstance(found, str) else f'{len(found)} values'}): "
+                   "more than the RNG differs")
         lines.append("the optimizer draws random numbers in its step, and inductor's RNG is not eager's: set "
-                     f"`fallback_random: true` in {run.case.spec_path} to compare them exactly (the difference may be "
-                     "that alone, not the optimizer's doing)")
+                     f"`fallback_random: true` in {shown_path(run.case.spec_path)} to compare them exactly; {verdict}")
     return lines
 
 

@@ -64,10 +64,11 @@ class Case:
 
     def __repr__(self) -> str:
         """Code that loads this case again: what a falsifying example prints."""
-        return f"load_case({_shown_path(self.spec_path)!r}, {self.id!r})"
+        return f"load_case({shown_path(self.spec_path)!r}, {self.id!r})"
 
 
-def _shown_path(path: str) -> str:
+def shown_path(path: str) -> str:
+    """The path relative to the working directory when it lies below it, else as given."""
     import os
 
     try:
