@@ -188,6 +188,7 @@ def rerun_differences(case: Case, steps: int, backend: str = "inductor") -> list
 
     with isolated_case(case), torch_api.recording_recompiles():
         twins = make_twins(case)
+        eager_closure: Any
         eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
         compiled_step = twins.compile(compiled_closure, backend=backend)
         schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
