@@ -9,37 +9,47 @@ expanding it before it is written.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from pathlib import Path
 from typing import Any
 
-from .harness.param_forms import constructor_params
+from .harness.param_forms import constructor_arguments
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
+from .spec.schema import ParamGroup
 from .spec.values import resolve, takes_keyword
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
 
 def starter_spec(optimizer: str) -> tuple[str, str]:
-    """(file name, YAML text) of a starter spec for the optimizer at `optimizer`."""
+    """(file name, YAML text) of a starter spec for the optimizer at `optimizer`. What the optimizer
+    prints while it is tried goes to stderr: `init -o -` writes the spec itself to stdout."""
+    with contextlib.redirect_stdout(sys.stderr):
+        return _starter_spec(optimizer)
+
+
+def _starter_spec(optimizer: str) -> tuple[str, str]:
     cls = resolve(optimizer)
     if not inspect.isclass(cls) or not hasattr(cls, "step"):
         raise ValueError(f"{optimizer!r} is not an optimizer class")
     params = inspect.signature(cls.__init__).parameters
     defaults = {n: p.default for n, p in params.items() if n not in ("self", "params") and p.default is not inspect.Parameter.empty}
     flags = [n for n, v in defaults.items() if isinstance(v, bool) or (v is None and n in ("foreach", "maximize"))]
-    lr = defaults.get("lr", 1e-3)
+    default_lr = defaults.get("lr", 1e-3)
+    default_lr = default_lr if isinstance(default_lr, float) and default_lr > 0 else 1e-3
     # The constructor's default, at most 0.01: the test models diverge over the in-backward checks'
     # six steps at SGD-like defaults such as 0.1, and a diverged run is a failed (not a passed) check.
-    lr = min(lr, 1e-2) if isinstance(lr, float) and lr > 0 else 1e-3
+    lr = min(default_lr, 1e-2)
     name = cls.__name__.lower()
-    form, form_lines = _params_form(cls, {"lr": lr} if takes_keyword(cls, "lr") else {})  # type: ignore[arg-type]  # a class
+    form, factory, form_lines = _params_form(cls, {"lr": lr} if takes_keyword(cls, "lr") else {})  # type: ignore[arg-type]  # a class
+    lr, lr_note = _moving_lr(cls, form, factory, lr, max(default_lr, 1e-2)) if takes_keyword(cls, "lr") else (lr, "")  # type: ignore[arg-type]
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
         f"optimizer: {optimizer}",
-        f"kwargs: {{lr: {lr!r}}}",
+        f"kwargs: {{lr: {lr!r}}}" + (f"  # {lr_note}" if lr_note else ""),
         *form_lines,
         "cases:",
         "  - name: default",
@@ -73,7 +83,7 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
 
-def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: str) -> tuple[dict | None, str]:
+def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: Any) -> tuple[dict | None, str]:
     """(kwargs the constructor accepts, a note): `kwargs` as given; else with a zero-default number
     that the rejection names set to 0.9 (SGD's nesterov needs momentum); else (None, why)."""
     problem = _rejection(cls, lr, kwargs, form)
@@ -88,7 +98,7 @@ def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: str
     return None, f"{cls.__name__} rejects it: {problem}"
 
 
-def _rejection(cls: type, lr: float, kwargs: dict, form: str) -> str | None:
+def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
     try:
         _build(cls, form, {"lr": lr, **kwargs}, two_linear())
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
@@ -100,14 +110,28 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def _build(cls: type, form: str, kwargs: dict, model: Any) -> Any:
-    return cls(constructor_params(form, model, "cpu"), **kwargs)
+def _build(cls: type, form: Any, kwargs: dict, model: Any) -> Any:
+    args, params = constructor_arguments(form, model, "cpu")
+    return cls(*args, **params, **kwargs)
 
 
-def _params_form(cls: type, kwargs: dict) -> tuple[str, list[str]]:
-    """(params form, spec lines): how the constructor takes its params (a list, named params or the
-    model), and a model without 1-D params when one step over the default model raises and over
-    that one does not (Muon-style optimizers). What init cannot find out is left to fill in."""
+def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
+    """(params form, model factory, spec lines): how the constructor takes its params (a list, named
+    params or the model), and a model without 1-D params when one step over the default model raises
+    and over that one does not (Muon-style optimizers). What init cannot find out is left to fill in."""
+    required = [n for n, p in inspect.signature(cls).parameters.items()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
+    if len(required) == 2:  # params split across two arguments: Muon hybrids take matrices first
+        split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
+        try:
+            _build(cls, split, kwargs, two_linear())
+            return split, two_linear, [f"params:  # matrices to {required[0]}, the rest to {required[1]} (check which "
+                                       "argument wants which)",
+                                       f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}"]
+        except Exception as exc:  # noqa: BLE001  # then say what to fill in
+            return "list", two_linear, [f"# the constructor takes params as {required[0]!r} and {required[1]!r} and "
+                                        f"refused matrices and the rest so ({_first_line(exc)}): fill in `params` groups "
+                                        "with `argument` (see the README)"]
     problems = {}
     for form in ("list", "named", "model"):
         try:
@@ -116,19 +140,64 @@ def _params_form(cls: type, kwargs: dict) -> tuple[str, list[str]]:
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = _first_line(exc)
     else:
-        return "list", [f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
-                        "fill in `params` (param groups selected by names, ndim, min_ndim; see the README)"]
+        return "list", two_linear, [
+            f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
+            "fill in `params` (param groups selected by names, ndim, min_ndim; see the README)"]
     lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
     step_problem = _first_step_problem(cls, form, kwargs, two_linear)
     if step_problem and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
         lines.append(f"model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: {step_problem}")
-    elif step_problem:
+        return form, two_linear_no_bias, lines
+    if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
                      "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
-    return form, lines
+    return form, two_linear, lines
 
 
-def _first_step_problem(cls: type, form: str, kwargs: dict, factory: Any) -> str | None:
+MOVEMENT = 20.0  # tolerances the params must move in two steps: twice the checks' min_movement
+
+
+def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float) -> tuple[float, str]:
+    """(lr, note): the smallest of lr, 10 lr, ... (up to `most`) at which two steps move the params
+    MOVEMENT default tolerances, so the checks compare a step that did something (an optimizer
+    idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
+    tried = []
+    while True:
+        moved = _movement(cls, form, factory, lr)
+        tried.append(f"{lr:g}: {moved:.3g}" if moved is not None else f"{lr:g}: raised")
+        if moved is None or moved >= MOVEMENT or lr * 10 > most * (1 + 1e-9):
+            break
+        lr = float(f"{lr * 10:g}")
+    if len(tried) == 1 and moved is not None and moved >= MOVEMENT:
+        return lr, ""
+    if moved is not None and moved >= MOVEMENT:
+        return lr, f"raised until two steps move the params {MOVEMENT:g} tolerances (lr: tolerances {', '.join(tried)})"
+    return lr, (f"two steps move the params under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
+                f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
+
+
+def _movement(cls: type, form: Any, factory: Any, lr: float) -> float | None:
+    """Largest param movement, in default tolerances, of two eager steps on fixed grads; None if it raised."""
+    import torch
+
+    from .harness.compare import max_movement
+    from .spec.schema import Tolerance
+
+    torch.manual_seed(0)
+    model = factory()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    try:
+        optimizer = _build(cls, form, {"lr": lr}, model)
+        model(torch.randn(10, IN_FEATURES)).pow(2).sum().backward()
+        for _ in range(2):
+            optimizer.step()
+    except Exception:  # noqa: BLE001  # its verdict is the spec's to give when it runs
+        return None
+    after = {n: p.detach() for n, p in model.named_parameters()}
+    return max_movement(before, after, Tolerance(atol=1e-5, rtol=1.3e-6))
+
+
+def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str | None:
     import torch
 
     model = factory()

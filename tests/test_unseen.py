@@ -29,6 +29,8 @@ SPECS = {
     "model": "optimizer: planted_unseen:ModelSGD\nkwargs: {lr: 0.1}\nparams: model\nchecks: [parity, zero]\n",
     "muon": "optimizer: planted_unseen:MuonStyleSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
             "params:\n  - {min_ndim: 2, use_muon: true}\n  - {use_muon: false}\n",
+    "split": "optimizer: planted_unseen:SplitParamsSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
+             "params:\n  - {min_ndim: 2, argument: matrix_params}\n  - {argument: params}\n",
     "matrices": "optimizer: planted_unseen:MatrixOnlySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
                 "model: pytest_optimtest.models:two_linear_no_bias\n",
 }
@@ -129,7 +131,8 @@ def test_parity_failures_name_their_mechanism_and_owner(session):
 def test_optimizers_that_take_named_params_groups_by_shape_or_the_model_are_built_as_the_spec_says(session):
     out, _ = session
     for node in ("named.yaml::namedparamssgd-default-cpu::parity", "model.yaml::modelsgd-default-cpu::parity",
-                 "muon.yaml::muonstylesgd-default-cpu::parity", "matrices.yaml::matrixonlysgd-default-cpu::parity"):
+                 "muon.yaml::muonstylesgd-default-cpu::parity", "matrices.yaml::matrixonlysgd-default-cpu::parity",
+                 "split.yaml::splitparamssgd-default-cpu::parity"):
         assert _outcome(out, f"specs/{node}") == "PASSED", node
     assert _outcome(out, "specs/named.yaml::namedparamssgd-default-cpu::in_backward") == "SKIPPED"
     assert "takes its params as named (the spec's `params`)" in out
@@ -176,8 +179,12 @@ def test_a_constructor_that_splits_its_params_is_named_as_such_not_blamed_on_the
     from pytest_optimtest.spec import SpecError
 
     with pytest.raises(SpecError, match=r"spec.yaml:1: \[optimizer\] SplitParamsSGD's constructor requires 'matrix_params', "
-                                        r"'params': this plugin passes the params as one argument \('matrix_params'"):
+                                        r"'params': name the argument each param group goes to: `params: \[\{min_ndim: 2, "
+                                        r"argument: matrix_params\}, \{argument: params\}\]`"):
         cases_from(tmp_path, "optimizer: planted_unseen:SplitParamsSGD\nkwargs: {lr: 0.1}\n")
+    spec = ("optimizer: planted_unseen:SplitParamsSGD\nkwargs: {lr: 0.1}\n"
+            "params:\n  - {min_ndim: 2, argument: matrix_params}\n  - {argument: params}\n")
+    assert [c.id for c in cases_from(tmp_path, spec)] == ["splitparamssgd-default-cpu"]
 
 
 @pytest.mark.parametrize(("spec", "message"), [
@@ -210,6 +217,7 @@ def test_a_params_form_the_optimizer_or_model_refuses_is_a_spec_error_at_its_key
 @pytest.mark.parametrize(("optimizer", "line"), [
     ("planted_unseen:NamedParamsSGD", "params: named  # it refuses a plain list of params"),
     ("planted_unseen:ModelSGD", "params: model  # it refuses a plain list of params"),
+    ("planted_unseen:SplitParamsSGD", "  - {min_ndim: 2, argument: matrix_params}\n  - {argument: params}\n"),
     ("planted_unseen:MatrixOnlySGD", "model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: "
                                      "AssertionError: MatrixOnlySGD steps matrices only"),
 ])

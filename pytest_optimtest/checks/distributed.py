@@ -8,6 +8,7 @@ from ..harness.compare import listed, value_differences
 from ..harness.vacuity import require_moved
 from ..harness.distributed_run import DistributedRun, unavailable_reason, zero_takes
 from ..harness.builder import make_optimizer, model_factory
+from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
 from .base import Check, NotApplicable
 
@@ -81,8 +82,8 @@ def check_distributed(case: Any, runs: Any) -> str:
 
 def check_zero(case: Any, runs: Any) -> str:
     if not zero_takes(case):
-        raise NotApplicable(f"the optimizer takes its params as {case.params} (params: {case.params}); "
-                            "ZeroRedundancyOptimizer hands it plain lists of params")
+        raise NotApplicable(f"the optimizer takes its params as {form_name(case.params)} (the spec's `params`); "
+                            "ZeroRedundancyOptimizer hands it one list of params or groups")
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
     _not_vacuous(run)

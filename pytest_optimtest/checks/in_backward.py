@@ -14,7 +14,7 @@ from ..harness.compare import value_differences
 from ..harness.vacuity import require_moved
 from ..spec.param_groups import model_param_shapes
 from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model,
-                                       require_param_list, run_in_backward)
+                                       require_param_list, run_in_backward, step_calls_in_one_backward)
 from ..harness.isolation import isolated
 from ..harness.builder import make_data, make_optimizer
 from ..spec.values import build_kwargs, resolve
@@ -85,8 +85,29 @@ def check_in_backward_tied(case: Any, runs: Any) -> str:
 
 
 def check_in_backward_two_optimizers(case: Any, runs: Any) -> str:
-    compare_in_backward(case, copies=2)
+    try:
+        compare_in_backward(case, copies=2)
+    except NotApplicable:
+        raise
+    except Exception as exc:  # the optimizer's error or the check's verdict: either gets torch's part named
+        diagnosis = _double_step_diagnosis(case)
+        if diagnosis is None:
+            raise
+        shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {type(exc).__name__}: {exc}"
+        raise AssertionError(f"{shown}\n  diagnosis: {diagnosis}") from exc
     return f"two optimizers per param: {in_backward_section(case).steps} steps equal"
+
+
+def _double_step_diagnosis(case: Any) -> str | None:
+    """torch's doing, when each in-backward optimizer's step ran more than once in one backward."""
+    calls, without_grad = step_calls_in_one_backward(case)
+    if calls <= 1:
+        return None
+    return (f"torch's doing: with two optimizers applied to a param, each optimizer's step() ran {calls} times in one "
+            "backward: _apply_optimizer_in_backward registers a hook per call, and every hook steps all of the param's "
+            "optimizers" + (", the later ones with grad None (the first hook set it so)" if without_grad else "")
+            + "; an optimizer that counts steps, or builds empty foreach lists, without grads then drifts or raises, "
+            "where one step() per backward would not")
 
 
 def check_in_backward_no_hook(case: Any, runs: Any) -> str:

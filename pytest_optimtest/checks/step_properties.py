@@ -44,7 +44,7 @@ def check_none_grads(case: Any, runs: Any) -> str:
                     f"{case.id}: compiled differs from eager after iteration {i + 1} of {len(NONE_GRAD_PATTERN)}, "
                     f"where grads were None for {sorted(names[j] for j in missing) or 'no param'}:" + listed(problems)
                 )
-        _require_meaningful(case, twins, initial)
+        _require_meaningful(case, twins, initial, f"over {len(NONE_GRAD_PATTERN)} iterations (some with None grads)")
     return f"{len(NONE_GRAD_PATTERN)} iterations with None grads equal eager"
 
 
@@ -77,14 +77,15 @@ def check_closure_graph_break(case: Any, runs: Any) -> str:
         problems = snapshot_differences(*twins.snapshots(), case.tolerance)
         if problems:
             raise AssertionError(f"{case.id}: compiled step(closure) with a graph break differs from eager after {case.steps} steps:" + listed(problems))
-        _require_meaningful(case, twins, initial)
+        _require_meaningful(case, twins, initial, f"over {case.steps} steps")
     return f"{case.steps} steps equal; graph breaks: {sum(breaks.values())}"
 
 
-def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor]) -> None:
+def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor], over: str) -> None:
     require_compiled(case.id, torch_api.captured_graph_count(), "matching eager proves nothing")
     params = {n: p.detach() for n, p in twins.eager_model.named_parameters()}
-    require_moved(case.id, initial, params, case.tolerance, case.min_movement, f"over {case.steps} steps")
+    require_moved(case.id, initial, params, case.tolerance, case.min_movement, over,
+                  f"; raise lr or steps in {case.location}, or loosen min_movement")
 
 
 NONE_GRADS = Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary")

@@ -12,7 +12,7 @@ import torch
 
 from ..models import IN_FEATURES
 from . import torch_api
-from .param_forms import constructor_params
+from .param_forms import constructor_arguments
 from .snapshot import OptimizerSnapshot, snapshot
 from .devices import seed_all
 from .vacuity import NotApplicable
@@ -56,8 +56,8 @@ def make_optimizer(case: Any, source: torch.nn.Module | Iterable[Any]) -> torch.
     form, with kwargs built afresh, and the spec's `setup` run on it."""
     from ..spec.values import build_kwargs, resolve
 
-    params = constructor_params(getattr(case, "params", "list"), source, case.device)
-    optimizer = resolve(case.optimizer)(params, **build_kwargs(case.kwargs, case.device))
+    args, params = constructor_arguments(getattr(case, "params", "list"), source, case.device)
+    optimizer = resolve(case.optimizer)(*args, **params, **build_kwargs(case.kwargs, case.device))
     if getattr(case, "setup", None):
         resolve(case.setup)(optimizer)
     return optimizer
@@ -128,13 +128,16 @@ def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
 
 def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,
                  graph_break: bool = False) -> Callable[[], torch.Tensor]:
-    """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph)."""
+    """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph).
+    It enables grad itself, as a user's closure runs with grad on: torch.optim's step enables it for
+    the closure, and a step that does not (many third-party ones) must not fail for the harness's no_grad."""
     def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn(model(inputs))
-        if graph_break:
-            torch_api.graph_break()
-        loss.backward()
+        with torch.enable_grad():
+            opt.zero_grad()
+            loss = loss_fn(model(inputs))
+            if graph_break:
+                torch_api.graph_break()
+            loss.backward()
         return loss
 
     return closure

@@ -20,6 +20,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs
 from . import torch_api
+from .blame import blame
 from .builder import Twins, make_scheduler, make_twins, step_scheduler
 from .containment import PROGRESS
 from .devices import seed_all
@@ -33,10 +34,20 @@ class CompiledStepOnlyError(Exception):
     """The compiled step raised where the eager step, given the same state, did not."""
 
     def __init__(self, step: int, error: Exception) -> None:
+        innermost = blame(error).innermost
+        if innermost.endswith("(torch)") and _in_generated_code(innermost):
+            cause = f"the code inductor generated for the step raised it ({innermost}): torch's doing"
+        else:
+            cause = ("so the difference is torch.compile's (dynamo traced the step differently from Python, e.g. an "
+                     "attribute write it dropped), not the optimizer's arithmetic")
         super().__init__(f"only the compiled step raised, at step {step}: {type(error).__name__}: {error}; the eager step "
-                         "ran the same step without error, so the difference is torch.compile's (dynamo traced the step "
-                         "differently from Python, e.g. an attribute write it dropped), not the optimizer's arithmetic")
+                         f"ran the same step without error, {cause}")
         self.step, self.error = step, error
+
+
+def _in_generated_code(where: str) -> bool:
+    generated = torch_api.generated_code_dir()
+    return bool(generated) and where.startswith(str(generated))
 
 
 @dataclass

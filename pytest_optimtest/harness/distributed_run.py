@@ -126,7 +126,7 @@ def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
 
 def zero_takes(case: Case) -> bool:
     """ZeroRedundancyOptimizer hands its optimizer class param lists or groups, never names or a model."""
-    return case.params not in ("named", "model")
+    return case.params not in ("named", "model") and not (isinstance(case.params, list) and case.params[0].argument)
 
 
 def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: int, zero: bool):

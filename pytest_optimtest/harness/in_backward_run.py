@@ -172,3 +172,28 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
             seed_all(case.seed + 1 + step)
             loss_fn(in_backward(inputs)).backward()
             yield step, reference, in_backward
+
+
+def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
+    """(most step() calls one in-backward optimizer got in one backward, whether some came with no
+    grad) with two optimizers applied to every param, as in_backward_two_optimizers applies them.
+    torch registers one hook per _apply_optimizer_in_backward call, and each hook steps every
+    optimizer of the param, then sets its grad to None."""
+    optimizer_cls = resolve(case.optimizer)
+    with isolated():
+        model = make_model(case, tied=False)
+        for params, kwargs in [g for _ in range(2) for g in groups_of(model, case)]:
+            torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
+        calls: dict[int, int] = {}
+        without_grad = [False]
+
+        def count(opt: torch.optim.Optimizer, *_: Any) -> None:
+            calls[id(opt)] = calls.get(id(opt), 0) + 1
+            without_grad[0] = without_grad[0] or all(p.grad is None for g in opt.param_groups for p in g["params"])
+
+        for opt in torch_api.in_backward_optimizers(model):
+            opt.register_step_pre_hook(count)
+        inputs, loss_fn = make_data(case.data, case.device, batch=4,
+                                    features=getattr(model_factory(case), "in_features", IN_FEATURES))
+        loss_fn(model(inputs)).backward()
+    return max(calls.values(), default=0), without_grad[0]

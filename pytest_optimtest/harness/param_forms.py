@@ -21,24 +21,40 @@ def named_params(source: torch.nn.Module | Iterable[Any]) -> list[tuple[str, tor
 
 
 def constructor_params(form: Any, source: torch.nn.Module | Iterable[Any], device: str) -> Any:
-    """The first argument of the optimizer's constructor for the spec's `params` form."""
+    """The params argument of the optimizer's constructor for the spec's `params` form (for forms
+    that pass them as one argument; see constructor_arguments for the general case)."""
+    args, keywords = constructor_arguments(form, source, device)
+    if keywords:
+        raise NotApplicable(f"the optimizer takes its params in several arguments ({', '.join(keywords)}), and "
+                            "this check hands them over as one")
+    return args[0]
+
+
+def constructor_arguments(form: Any, source: torch.nn.Module | Iterable[Any], device: str) -> tuple[tuple, dict[str, Any]]:
+    """(positional, keyword) arguments that give the optimizer's constructor its params in the
+    spec's `params` form: a list, named params, the model, param groups, or groups by argument."""
     if form == "model":
         if not isinstance(source, torch.nn.Module):
             raise NotApplicable("the optimizer takes the model itself (params: model), and this check steps loose "
                                 "params, not a model")
-        return source
+        return (source,), {}
     named = named_params(source)
     if form == "named":
-        return named
+        return (named,), {}
     if form == "list":
-        return [p for _, p in named]
+        return ([p for _, p in named],), {}
     members, unmatched = assign(form, [(n, p.dim()) for n, p in named])
     if unmatched:
         raise ValueError(f"the spec's params groups take none of {unmatched}: add a group without names, ndim and "
                          "min_ndim for the rest")
+    if form[0].argument is not None:  # every group names its argument: a plain list of params for each
+        keywords: dict[str, list] = {}
+        for group, taken in zip(form, members):
+            keywords.setdefault(group.argument, []).extend(named[i][1] for i in taken)
+        return (), keywords
     # A group that selects none of these params is left out: loose params (fuzzed shapes) need not fill every group.
-    return [{"params": [named[i][1] for i in taken], **build_kwargs(group.options, device)}
-            for group, taken in zip(form, members) if taken]
+    return ([{"params": [named[i][1] for i in taken], **build_kwargs(group.options, device)}
+             for group, taken in zip(form, members) if taken],), {}
 
 
 def form_name(form: Any) -> str:

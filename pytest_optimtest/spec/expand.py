@@ -321,14 +321,22 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
             if key in spec.grid:
                 at = ("grid", key)
             raise locator.error(at, f"{cls.__name__} takes no argument {key!r}{did_you_mean(key, names)}")
+    by_argument = {g.argument for g in spec.params} if isinstance(spec.params, list) and spec.params[0].argument else set()
+    for argument in sorted(by_argument - {"params"}):
+        if not takes_keyword(cls, argument):
+            raise locator.error(("params",), f"{cls.__name__} takes no argument {argument!r} for a param group")
     positional = [n for n, p in inspect.signature(cls).parameters.items()
                   if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in kwargs]
-    if len(positional) > 1:
+    if by_argument:
+        missing = [n for n in positional if n not in by_argument]
+        if missing:
+            raise locator.error(("params",), f"{cls.__name__}'s constructor requires {', '.join(map(repr, missing))}, "
+                                             "which no param group's `argument` names")
+    elif len(positional) > 1:
         raise locator.error(("optimizer",), f"{cls.__name__}'s constructor requires {', '.join(map(repr, positional))}: "
-                                            f"this plugin passes the params as one argument ({positional[0]!r}, in the "
-                                            "spec's `params` form: a list, named, groups or the model) and the spec's "
-                                            "kwargs, so it cannot build this optimizer (params split across arguments "
-                                            "are not supported yet)")
+                                            f"name the argument each param group goes to: `params: [{{min_ndim: 2, "
+                                            f"argument: {positional[0]}}}, {{argument: {positional[1]}}}]` (the "
+                                            "groups' selectors: names, ndim, min_ndim)")
     memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:
         _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)
@@ -350,14 +358,15 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
     import torch
 
     # torch and the param forms load only here, where a constructor runs: loading a spec stays light.
-    from ..harness.param_forms import constructor_params
+    from ..harness.param_forms import constructor_arguments
 
     def attempt(form: Any) -> str | None:
         model: Any = torch.nn.Linear(2, 2) if form in ("list", "named") else _model_or_none(model_path)
         if model is None:  # the spec's model cannot be built here: the run will say why
             return None
         try:
-            cls(constructor_params(form, model, "cpu"), **build_kwargs(kwargs, "cpu"))
+            args, params = constructor_arguments(form, model, "cpu")
+            cls(*args, **params, **build_kwargs(kwargs, "cpu"))
         except Exception as exc:  # any constructor error is the spec's fault, reported as such
             return f"{type(exc).__name__}: {exc}"
         return None

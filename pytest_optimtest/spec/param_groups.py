@@ -37,7 +37,8 @@ def assign(groups: Sequence[ParamGroup], params: Sequence[tuple[str, int]]) -> t
 
 def describe(group: ParamGroup) -> str:
     selectors = {k: v for k, v in (("names", group.names), ("ndim", group.ndim), ("min_ndim", group.min_ndim)) if v is not None}
-    return ", ".join(f"{k}: {v}" for k, v in selectors.items()) or "the rest"
+    shown = ", ".join(f"{k}: {v}" for k, v in selectors.items()) or "the rest"
+    return f"{shown} as {group.argument}" if group.argument else shown
 
 
 def assignment_problem(groups: Sequence[ParamGroup], params: Sequence[tuple[str, int]]) -> tuple[int | None, str] | None:

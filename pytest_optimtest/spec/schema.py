@@ -106,6 +106,9 @@ class ParamGroup(BaseModel):
     names: list[str] | None = Field(None, description="fnmatch globs over the model's param names, e.g. '*.weight'")
     ndim: list[int] | None = Field(None, description="param dimensions, e.g. 2 or [2, 3, 4]")
     min_ndim: int | None = Field(None, ge=0, le=64, description="at least this many dimensions (2: matrices, as Muon wants)")
+    argument: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the constructor argument that "
+                                 "takes this group's params (e.g. muon_params), for constructors that take params in "
+                                 "several arguments; then every group names one")
 
     @field_validator("names", "ndim", mode="before")
     @classmethod
@@ -286,6 +289,9 @@ class Spec(StrictModel):
             for group in params:
                 if "params" in group.options:
                     raise ValueError("a group selects its params with names, ndim or min_ndim, not 'params'")
+            arguments = [group.argument is not None for group in params]
+            if any(arguments) and not all(arguments):
+                raise ValueError("either every group names its constructor `argument` or none does")
         return params
 
 
