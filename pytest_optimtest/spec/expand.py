@@ -321,7 +321,7 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
             if key in spec.grid:
                 at = ("grid", key)
             raise locator.error(at, f"{cls.__name__} takes no argument {key!r}{did_you_mean(key, names)}")
-    by_argument = {g.argument for g in spec.params} if isinstance(spec.params, list) and spec.params[0].argument else set()
+    by_argument = {str(g.argument) for g in spec.params} if isinstance(spec.params, list) and spec.params[0].argument else set()
     for argument in sorted(by_argument - {"params"}):
         if not takes_keyword(cls, argument):
             raise locator.error(("params",), f"{cls.__name__} takes no argument {argument!r} for a param group")
