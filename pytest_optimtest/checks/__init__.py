@@ -7,6 +7,7 @@ from . import (compile_time, cudagraphs, distributed, in_backward, kernel_count,
                state_dict, step_properties)
 from .base import Check, NotApplicable
 from .hypothesis import fuzzed, metamorphic
+from .laws import LAWS
 from .registry import Registry, RegistryError, order
 
 BUILTIN: tuple[Check, ...] = (
@@ -35,6 +36,7 @@ BUILTIN: tuple[Check, ...] = (
     metamorphic.DETERMINISM,
     metamorphic.ZERO_LR,
     fuzzed.HOOK_ORDER,
+    *LAWS,
 )
 
 CHECKS = Registry(BUILTIN)  # read-only: a session makes its own with `CHECKS.with_checks(third_party)`

@@ -60,6 +60,8 @@ class Check:
       (--optim-update-expected).
     - `needs`: phases of the shared runs that only this check reads (`perturbations`: the
       compiled run's recompile phase), run only where a selected item needs them.
+    - `declared(section)`: for a claim the spec's author makes (a law): whether the section
+      declares it. A check that is not declared makes no items for the spec.
     """
 
     name: str
@@ -75,6 +77,7 @@ class Check:
     expect: ExpectOfCase | None = None
     metrics: Metrics | None = None
     needs: tuple[SharedRunPhase, ...] = ()
+    declared: Callable[[Any], bool] | None = None
 
     @property
     def key(self) -> str:

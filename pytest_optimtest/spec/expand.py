@@ -128,7 +128,7 @@ class _PerVariant:
 
     def applied(self, variant: Variant, case_id: str) -> tuple[str, ...]:
         if variant not in self._applied:
-            self._applied[variant] = _ordered_checks(self.spec, self.locator, self.checks, variant, case_id)
+            self._applied[variant] = _ordered_checks(self.spec, self.locator, self.checks, variant, case_id, self.sections)
         return self._applied[variant]
 
     def expected(self, applied: tuple[str, ...], case_id: str, device: str) -> dict[str, Any]:
@@ -200,10 +200,20 @@ def _sections(spec: Spec, checks: Mapping[str, Any], context: SpecContext) -> di
     return out
 
 
-def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], variant: Variant, case_id: str) -> tuple[str, ...]:
-    """The checks that apply to this variant, each after its prerequisites and apply_after."""
-    selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant)]
-    applicable = [c for c in checks if checks[c].applies_to(variant)]
+def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], variant: Variant, case_id: str,
+                    sections: Mapping[str, Any]) -> tuple[str, ...]:
+    """The checks that apply to this variant (and that the spec declares, for checks of a claim),
+    each after its prerequisites and apply_after."""
+    def declared(name: str) -> bool:
+        check = checks[name]
+        return check.declared is None or bool(check.declared(sections.get(check.key)))
+
+    for index, name in enumerate(spec.checks or ()):
+        if not declared(name):
+            raise locator.error(("checks", index), f"{name!r} checks a claim the spec does not make: declare it under "
+                                                   f"{checks[name].key!r}")
+    selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant) and declared(c)]
+    applicable = [c for c in checks if checks[c].applies_to(variant) and declared(c)]
     for name, needed in missing_prerequisites(selected, applicable, checks):
         raise locator.error(("checks",), f"check {name!r} needs {needed!r} (its prerequisite) on {case_id}; add {needed!r} to checks")
     return order(selected, checks)

@@ -1,0 +1,59 @@
+"""Law `equivalent`: kwargs that select an implementation (foreach, fused, a tensor lr for a
+float one) do not change the run: params and state agree step by step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ...harness.compare import listed, max_movement, snapshot_differences
+from ...harness.isolation import isolated_case
+from ...harness.snapshot import OptimizerSnapshot
+from ...harness.law_runs import law_grads, law_params, law_run, schedule_in_words
+from ..base import Check
+from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params, validate_laws
+
+
+def check_equivalent(case: Any, runs: Any) -> str:
+    require_own_params(case, "equivalent")
+    laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
+    compared = []
+    with isolated_case(case):
+        params = law_params(case, laws.min_ndim, laws.empty)
+        grads = law_grads(case, steps, params)
+        for name, variants in laws.equivalent.items():
+            runs_ = [law_run(case, params, kwargs) for kwargs in variants]
+            initial = runs_[0].values()
+            varied = {key for kwargs in variants for key in kwargs}
+            for step, step_grads in enumerate(grads):
+                for run in runs_:
+                    run.step(step, step_grads)
+                reference = _without(runs_[0].snapshot(), varied)
+                for kwargs, run in zip(variants[1:], runs_[1:]):
+                    problems = snapshot_differences(reference, _without(run.snapshot(), varied), tol)
+                    if problems:
+                        raise AssertionError(
+                            f"{case.id}: law equivalent[{name}] broken: {_shown(kwargs)} must run like {_shown(variants[0])} "
+                            f"(params and state, {schedule_in_words()}); they differ after step {step + 1} of {steps}:"
+                            + listed(problems))
+            moved = max_movement(initial, runs_[0].values(), tol)
+            if moved < case.min_movement:
+                raise AssertionError(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
+                                     f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
+            compared.append(f"{name} ({len(variants)} variants)")
+    return f"{', '.join(compared)} agree over {steps} steps, state included"
+
+
+def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:
+    """The snapshot less the group entries and attributes the variants set differently by design."""
+    return replace(snap, groups=[{k: v for k, v in g.items() if k not in keys} for g in snap.groups],
+                   attrs={k: v for k, v in snap.attrs.items() if k not in keys})
+
+
+def _shown(kwargs: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in kwargs.items()) + "}"
+
+
+LAW_EQUIVALENT = Check("law_equivalent", check_equivalent, "kwargs that pick an implementation do not change the run",
+                       "primary", section=Laws, section_key=SECTION_KEY, validate=validate_laws,
+                       declared=lambda laws: bool(laws and laws.equivalent))

@@ -1,0 +1,81 @@
+"""Law `param_groups`: each group's own hyperparameters are used. A group whose lr is zero does
+not move while another does; and setting one group's lr, as every LR scheduler does, changes
+that group's next update and only that one. An optimizer that reads the constructor's lr
+breaks both, and then every scheduler silently does nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...harness.compare import max_movement
+from ...harness.isolation import isolated_case
+from ...harness.law_runs import grouped_run, law_params
+from ...spec.values import build_value
+from ..base import Check
+from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
+
+FIRST, SECOND = ["weight", "bias"], ["sometimes", "frozen"]  # the law params in two groups, every grad present
+
+
+def check_param_groups(case: Any, runs: Any) -> str:
+    require_own_params(case, "param_groups")
+    laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
+    with isolated_case(case):
+        params = law_params(case, laws.min_ndim, empty=False)
+        grads = _grads(case, params, steps + 1)
+        lr = case.kwargs.get("lr")
+        zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}
+        run = grouped_run(case, params, [(FIRST, {}), (SECOND, zero)])
+        initial = run.values()
+        for step in range(steps):
+            run.step(step, grads[step])
+        still = [n for n in SECOND if not torch.equal(initial[n], run.params[n].detach())]
+        if still:
+            raise AssertionError(f"{case.id}: law param_groups broken: a group whose lr is 0 must not move; its params "
+                                 f"{still} moved over {steps} steps while the other group's lr is the case's (does the "
+                                 "step read lr from the constructor, or another group?)")
+        moved = max_movement({n: initial[n] for n in FIRST}, {n: run.params[n].detach() for n in FIRST}, tol)
+        if moved < case.min_movement:
+            raise AssertionError(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
+                                 f"in {steps} steps, so its lr-0 twin staying put proves nothing")
+        _changed_lr_changes_that_group_only(case, params, grads, steps)
+    return (f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps; halving one group's lr "
+            "changed that group's next update only")
+
+
+def _changed_lr_changes_that_group_only(case: Any, params: dict, grads: list, steps: int) -> None:
+    base, changed = (grouped_run(case, params, [(FIRST, {}), (SECOND, {})]) for _ in range(2))
+    for step in range(steps):
+        base.step(step, grads[step])
+        changed.step(step, grads[step])
+    _halve_lr(changed.optimizer.param_groups[0])
+    base.step(steps, grads[steps])
+    changed.step(steps, grads[steps])
+    same_first = [n for n in FIRST if torch.equal(base.params[n].detach(), changed.params[n].detach())]
+    if same_first:
+        raise AssertionError(f"{case.id}: law param_groups broken: halving group 0's lr after step {steps} must change "
+                             f"its next update; {same_first} stepped exactly as with the old lr (the step does not read "
+                             "param_groups[0]['lr']: LR schedulers do nothing)")
+    other = [n for n in SECOND if not torch.equal(base.params[n].detach(), changed.params[n].detach())]
+    if other:
+        raise AssertionError(f"{case.id}: law param_groups broken: halving group 0's lr after step {steps} must leave "
+                             f"group 1's update alone; {other} changed too (one group's lr leaks into another's)")
+
+
+def _halve_lr(group: dict) -> None:
+    """As a scheduler does: in place for a tensor lr, else a new float."""
+    if isinstance(group["lr"], torch.Tensor):
+        group["lr"].fill_(group["lr"].item() / 2)
+    else:
+        group["lr"] = group["lr"] / 2
+
+
+def _grads(case: Any, params: dict[str, torch.nn.Parameter], steps: int) -> list[dict[str, torch.Tensor | None]]:
+    generator = torch.Generator().manual_seed(case.seed + 104729)
+    return [{n: torch.randn(p.shape, generator=generator).to(case.device) for n, p in params.items()} for _ in range(steps)]
+
+
+LAW_PARAM_GROUPS = Check("law_param_groups", check_param_groups, "each param group's own lr is the one used", "primary",
+                         section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.param_groups))

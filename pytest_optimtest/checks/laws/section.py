@@ -1,0 +1,91 @@
+"""The `laws` section: the laws a spec's author claims their optimizer obeys, and what every
+law check reads of it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from ...spec.context import SpecContext
+from ...spec.schema import MAX_STEPS, NAME, StrictModel, Tolerance
+from ...spec.values import takes_keyword
+from ..base import NotApplicable
+
+SECTION_KEY = "laws"
+
+
+class Descent(StrictModel):
+    """N closure steps on a convex least-squares problem lower its loss (raise it under maximize)."""
+
+    steps: int = Field(20, ge=1, le=MAX_STEPS)
+
+
+class Laws(StrictModel):
+    """Laws the optimizer obeys, each its own item per spec and device (README: conformance laws)."""
+
+    steps: int = Field(7, ge=1, le=MAX_STEPS, description="steps each law takes (--optim-horizon raises it)")
+    equivalent: dict[str, list[dict[str, Any]]] = Field(
+        {}, description="name -> kwargs variants that must give the same run, e.g. foreach: [{foreach: false}, "
+        "{foreach: true}]; each over the first case's kwargs")
+    untouched: bool = Field(False, description="a param whose grad is None does not move and gets no state")
+    zero_grads: bool = Field(False, description="with every grad zero, from fresh state, no param moves (no decay)")
+    param_groups: bool = Field(False, description="each group's own lr is used: an lr-0 group stays, a changed lr "
+                               "changes that group's next update only")
+    descent: bool | Descent = Field(False, description="closure steps on a convex problem lower the loss (raise it "
+                                    "under maximize), with contiguous and non-contiguous params")
+    complex: bool = Field(False, description="a complex param steps like its view_as_real twin")
+    min_ndim: int = Field(0, ge=0, le=6, description="give the laws' params at least this many dimensions (2: Muon)")
+    empty: bool = Field(True, description="include an empty param (false: an optimizer that cannot step one)")
+    tolerance: Tolerance | None = Field(None, description="for the laws' comparisons; default: the case's")
+
+    @field_validator("equivalent")
+    @classmethod
+    def _variants(cls, sets: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        for name, variants in sets.items():
+            if not re.match(NAME, name):
+                raise ValueError(f"equivalence names are lowercase identifiers, got {name!r}")
+            if len(variants) < 2:
+                raise ValueError(f"equivalent[{name!r}] needs two or more kwargs variants to compare, got {len(variants)}")
+        return sets
+
+    @property
+    def descent_steps(self) -> int | None:
+        if self.descent is False:
+            return None
+        return self.descent.steps if isinstance(self.descent, Descent) else Descent().steps
+
+
+def validate_laws(section: Laws, spec: SpecContext) -> None:
+    """Each equivalence variant's kwargs are values the constructor takes; param_groups needs an lr."""
+    for name, variants in section.equivalent.items():
+        for index, kwargs in enumerate(variants):
+            spec.check_values(kwargs, ("laws", "equivalent", name, index))
+            for key in kwargs:
+                if not takes_keyword(spec.optimizer, key):
+                    raise spec.error(("laws", "equivalent", name, index, key),
+                                     f"{spec.optimizer.__name__} takes no argument {key!r}")
+    if section.param_groups and not takes_keyword(spec.optimizer, "lr"):
+        raise spec.error(("laws", "param_groups"), f"{spec.optimizer.__name__} takes no lr, so no group has one to honour")
+
+
+def laws_of(case: Any) -> Laws:
+    return case.sections.get(SECTION_KEY) or Laws()
+
+
+def law_steps(case: Any) -> int:
+    """The law's horizon: the section's steps, raised by the case's (--optim-horizon raises those)."""
+    return max(laws_of(case).steps, case.steps)
+
+
+def law_tolerance(case: Any) -> Tolerance:
+    return laws_of(case).tolerance or case.tolerance
+
+
+def require_own_params(case: Any, law: str) -> None:
+    """The laws step params of their own; a constructor that takes a model or groups by name cannot have them."""
+    form = case.params
+    if form == "model" or (isinstance(form, list) and any(g.names is not None or g.argument for g in form)):
+        raise NotApplicable(f"{case.id}: law {law} steps params of its own, and the optimizer takes its params by the "
+                            "model's names or as the model (the spec's `params`)")
