@@ -37,6 +37,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --optim-update-expected: write even after a partial run (-k, --lf, node ids)")
     group.addoption("--optim-timeout", type=float, default=None, metavar="SECONDS",
                     help="fail a case's check still running after this many seconds (default: the spec's timeout_s, 900)")
+    group.addoption("--optim-horizon", type=int, default=None, metavar="STEPS",
+                    help="run parity and the conformance laws for at least this many steps (nightly runs: differences "
+                         "that appear late)")
     group.addoption("--optim-in-process", action="store_true",
                     help="run a serial session in this process, not under a supervisor (a case that kills the process "
                          "then ends the session)")

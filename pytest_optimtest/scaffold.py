@@ -79,6 +79,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "devices: [cpu, cuda]",
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_properties(cls),
+        *_laws(cls, lr, factory is two_linear_no_bias),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -208,6 +209,27 @@ def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str
     except Exception as exc:  # the step's verdict on this model
         return _first_line(exc)
     return None
+
+
+def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:
+    """The conformance laws the constructor makes checkable; the two init cannot judge, commented out."""
+    lines = ["laws:  # conformance laws, each its own item (README: conformance laws); drop one it does not claim"]
+    if matrices_only:
+        lines.append("  min_ndim: 2  # its step refuses 1-D params")
+    variants = []
+    if takes_keyword(cls, "foreach"):
+        variants.append("    foreach: [{foreach: false}, {foreach: true}]")
+    if takes_keyword(cls, "lr"):
+        variants.append(f"    tensor_lr: [{{lr: {lr!r}}}, {{lr: {{tensor: {lr!r}}}}}]")
+    if variants:
+        lines += ["  equivalent:  # kwargs that must not change the run", *variants]
+    lines.append("  untouched: true  # a param whose grad is None does not move and gets no state")
+    if takes_keyword(cls, "lr"):
+        lines.append("  param_groups: true  # each group's own lr is used (schedulers rely on it)")
+    lines += ["  descent: true  # closure steps on a convex problem lower the loss (raise it under maximize)",
+              "  # zero_grads: true  # uncomment if zero grads from fresh state move nothing (no decay)",
+              "  # complex: true  # uncomment if it supports complex params (steps like view_as_real)"]
+    return lines
 
 
 def _properties(cls: type) -> list[str]:

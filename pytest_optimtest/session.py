@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
 from .harness.run_cache import CaseKey, RunCache
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
+from .spec.case import Case
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 _REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without specs (fixtures and markers only)
@@ -136,6 +138,9 @@ class OptimtestSession:
         (the others are counted for the header, not generated)."""
         chosen = selected_devices(self.config)
         reasons: dict[str, str | None] = {}
+        horizon = self.config.getoption("optim_horizon")
+        if horizon:  # the nightly's longer runs: parity and the laws take at least this many steps
+            cases = [replace(c, steps=max(c.steps, horizon)) if isinstance(c, Case) else c for c in cases]
         for case in cases:
             if chosen is not None:
                 if case.device in chosen:

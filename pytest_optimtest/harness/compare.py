@@ -101,17 +101,17 @@ def dynamo_group_keys(eager: Any, compiled: Any) -> list[str]:
             for key, value in DYNAMO_GROUP_KEYS.items() if c.get(key, _ABSENT) == value and e.get(key, _ABSENT) != value]
 
 
-def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance) -> list[str]:
+def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance, labels: tuple[str, str] = LABELS) -> list[str]:
     """Every difference between two OptimizerSnapshots: params, state, param_groups, attributes;
     group keys that dynamo adds (see DYNAMO_GROUP_KEYS) are not the optimizer's difference."""
     groups = [{k: (e[k] if k in e else v) if DYNAMO_GROUP_KEYS.get(k, _ABSENT) == v else v
                for k, v in c.items() if k in e or DYNAMO_GROUP_KEYS.get(k, _ABSENT) != v}
               for e, c in zip(eager.groups, compiled.groups)] + compiled.groups[len(eager.groups):]
     return (
-        value_differences("param", eager.params, compiled.params, tol)
-        + value_differences("state", eager.state, compiled.state, tol)
-        + value_differences("param_groups", eager.groups, groups, tol)
-        + value_differences("optimizer attribute", eager.attrs, compiled.attrs, tol)
+        value_differences("param", eager.params, compiled.params, tol, labels)
+        + value_differences("state", eager.state, compiled.state, tol, labels)
+        + value_differences("param_groups", eager.groups, groups, tol, labels)
+        + value_differences("optimizer attribute", eager.attrs, compiled.attrs, tol, labels)
     )
 
 

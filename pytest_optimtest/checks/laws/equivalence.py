@@ -30,7 +30,8 @@ def check_equivalent(case: Any, runs: Any) -> str:
                     run.step(step, step_grads)
                 reference = _without(runs_[0].snapshot(), varied)
                 for kwargs, run in zip(variants[1:], runs_[1:]):
-                    problems = snapshot_differences(reference, _without(run.snapshot(), varied), tol)
+                    problems = snapshot_differences(reference, _without(run.snapshot(), varied), tol,
+                                                    (_shown(variants[0]), _shown(kwargs)))
                     if problems:
                         raise AssertionError(
                             f"{case.id}: law equivalent[{name}] broken: {_shown(kwargs)} must run like {_shown(variants[0])} "
@@ -51,7 +52,7 @@ def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:
 
 
 def _shown(kwargs: dict[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in kwargs.items()) + "}"
+    return "{" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in kwargs.items()) + "}"
 
 
 LAW_EQUIVALENT = Check("law_equivalent", check_equivalent, "kwargs that pick an implementation do not change the run",

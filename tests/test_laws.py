@@ -1,0 +1,126 @@
+"""The conformance laws: each planted optimizer (tests/planted_laws.py) breaks one law and is
+caught by that law alone, with a message that names it; a correct optimizer with the laws
+`init` proposes stays green; --optim-horizon reaches a bug that starts late."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+LAW_CHECKS = "checks: [law_equivalent, law_untouched, law_param_groups, law_descent, law_complex]\n"
+ALL_LAWS = """laws:
+  equivalent:
+    foreach: [{foreach: false}, {foreach: true}]
+    tensor_lr: [{lr: 0.01}, {lr: {tensor: 0.01}}]
+  untouched: true
+  param_groups: true
+  descent: true
+  complex: true
+"""
+BREAKS = {  # planted optimizer -> the one law it breaks, and what its message says
+    "ForeachDriftSGD": ("law_equivalent", r"law equivalent\[foreach\] broken: \{foreach: true\} must run like "
+                                          r"\{foreach: false\} .* they differ after step 2 of 7"),
+    "DecayWithoutGradSGD": ("law_untouched", r"law untouched broken: a param whose grad is None must not move; 'frozen' "
+                                             r"\(grad None at step 1\) moved"),
+    "EagerStateSGD": ("law_untouched", r"law untouched broken: a param that has had no grad yet must get no new state; "
+                                       r"'frozen' got \['buf'\] by step 1"),
+    "ConstructorLrSGD": ("law_param_groups", r"law param_groups broken: a group whose lr is 0 must not move"),
+    "ConjugateSGD": ("law_complex", r"law complex broken: a complex param must step like its view_as_real twin; they "
+                                    r"differ after step 1 of 7"),
+}
+LAWS = ("law_equivalent", "law_untouched", "law_param_groups", "law_descent", "law_complex")
+
+
+def _run(root: Path, *args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-n", "0", "--optim-in-process", "-p", "no:randomly",
+                             "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True, timeout=900)
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("laws")
+    shutil.copy(TESTS / "planted_laws.py", root)
+    (root / "specs").mkdir()
+    for name in [*BREAKS, "ForeachSGD", "LateForeachDriftSGD"]:
+        (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_laws:{name}\nkwargs: {{lr: 0.01}}\n"
+                                                             + LAW_CHECKS + ALL_LAWS)
+    (root / "specs" / "ascendingsgd.yaml").write_text("optimizer: planted_laws:AscendingSGD\nkwargs: {lr: 0.01}\n"
+                                                      "checks: [law_descent]\nlaws: {descent: true}\n")
+    return _run(root, "--optim-spec", "specs")
+
+
+def _outcome(out: str, spec: str, check: str) -> str:
+    match = re.search(rf"specs/{spec}\.yaml::{spec}-default-cpu::{check} (PASSED|FAILED|SKIPPED|ERROR)", out)
+    assert match, f"{spec} {check} not in the output"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("planted", sorted(BREAKS))
+def test_each_planted_optimizer_is_caught_by_the_law_it_breaks_and_no_other(session, planted):
+    law, message = BREAKS[planted]
+    name = planted.lower()
+    outcomes = {check: _outcome(session, name, check) for check in LAWS}
+    assert outcomes.pop(law) == "FAILED"
+    assert set(outcomes.values()) == {"PASSED"}, outcomes
+    assert re.search(message, session), message
+
+
+def test_an_optimizer_that_climbs_breaks_descent(session):
+    assert _outcome(session, "ascendingsgd", "law_descent") == "FAILED"
+    assert re.search(r"law descent broken: 20 closure steps on a convex least-squares problem must lower its loss; it "
+                     r"went from [\d.]+ to [\d.]+", session)
+
+
+def test_a_correct_optimizer_obeys_every_law(session):
+    assert {_outcome(session, "foreachsgd", check) for check in LAWS} == {"PASSED"}
+
+
+def test_a_bug_that_starts_late_is_in_reach_of_the_horizon(session, tmp_path):
+    assert _outcome(session, "lateforeachdriftsgd", "law_equivalent") == "PASSED"  # 7 steps: not yet
+    shutil.copy(TESTS / "planted_laws.py", tmp_path)
+    (tmp_path / "late.yaml").write_text("optimizer: planted_laws:LateForeachDriftSGD\nkwargs: {lr: 0.01}\n"
+                                        "checks: [law_equivalent]\n" + ALL_LAWS)
+    out = _run(tmp_path, "--optim-spec", "late.yaml", "--optim-horizon", "10")
+    assert "late.yaml::lateforeachdriftsgd-default-cpu::law_equivalent FAILED" in out
+    assert "they differ after step 9 of 10" in out
+
+
+def test_the_laws_init_proposes_for_a_correct_optimizer_pass(tmp_path):
+    shutil.copy(TESTS / "planted_laws.py", tmp_path)
+    init = subprocess.run([sys.executable, "-m", "pytest_optimtest", "init", "planted_laws:ForeachSGD", "-o", "spec.yaml"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert init.returncode == 0, init.stderr
+    text = (tmp_path / "spec.yaml").read_text()
+    assert "foreach: [{foreach: false}, {foreach: true}]" in text and "param_groups: true" in text
+    out = _run(tmp_path, "--optim-spec", "spec.yaml", "-k", "law_")
+    assert re.search(r"4 passed", out), out[-3000:]
+    assert "FAILED" not in out
+
+
+@pytest.mark.parametrize(("laws", "message"), [
+    ("laws:\n  equivalent:\n    foreach: [{foreach: true}]\n", r"\[laws.equivalent\] .*needs two or more kwargs variants"),
+    ("laws:\n  equivalent:\n    fused: [{fused: false}, {fusd: true}]\n",
+     r"spec.yaml:5: \[laws.equivalent.fused\[1\].fusd\] SGD takes no argument 'fusd'"),
+    ("checks: [law_descent]\n", r"\[checks\[0\]\] 'law_descent' checks a claim the spec does not make: declare it under 'laws'"),
+])
+def test_a_malformed_or_undeclared_law_is_a_spec_error_at_its_key(tmp_path, laws, message):
+    from helpers import cases_from
+
+    from pytest_optimtest.spec import SpecError
+
+    with pytest.raises(SpecError, match=message):
+        cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n" + laws)
+
+
+def test_laws_not_declared_make_no_items(tmp_path):
+    from helpers import cases_from
+
+    case = cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nlaws: {descent: true}\n")[0]
+    assert "law_descent" in case.checks and "law_equivalent" not in case.checks and "law_complex" not in case.checks
