@@ -371,7 +371,8 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
     from ..harness.param_forms import constructor_arguments
 
     def attempt(form: Any) -> str | None:
-        model: Any = torch.nn.Linear(2, 2) if form in ("list", "named") else _model_or_none(model_path)
+        # one 2x2 matrix for the forms that take loose params: what every optimizer steps, Muon's 2-D-only included
+        model: Any = [("weight", torch.nn.Parameter(torch.zeros(2, 2)))] if form in ("list", "named") else _model_or_none(model_path)
         if model is None:  # the spec's model cannot be built here: the run will say why
             return None
         try:
