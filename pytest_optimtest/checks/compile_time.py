@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import inspect
 import time
+from dataclasses import replace
 from typing import Annotated, Any
 
 import torch
 from pydantic import Field, RootModel
 
 from ..harness import torch_api
-from ..harness.builder import compile_step
+from ..harness.builder import compile_step, make_optimizer
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
-from ..spec.values import build_kwargs, resolve
+from ..spec.values import resolve
 from .base import Check
 
 TENSORS = 100
@@ -31,13 +32,14 @@ def check_compile_time(case: Any, runs: Any) -> str:
     Its own compile: 100 tensors, to time a compile, not the spec's model."""
     with isolated_case(case):
         cls = resolve(case.optimizer)
-        kwargs = build_kwargs(case.kwargs, case.device)
+        kwargs = dict(case.kwargs)
         if "foreach" in inspect.signature(cls.__init__).parameters and not kwargs.get("fused"):
             kwargs["foreach"] = True  # torch.optim refuses foreach with fused: a fused case times its own path
         params = [torch.nn.Parameter(torch.ones(SHAPE, device=case.device)) for _ in range(TENSORS)]
         for p in params:
             p.grad = torch.ones_like(p)
-        step = compile_step(cls(params, **kwargs), fullgraph=False)
+        optimizer = make_optimizer(replace(case, kwargs=kwargs), [(f"p{i}", p) for i, p in enumerate(params)])
+        step = compile_step(optimizer, fullgraph=False)
         start = time.perf_counter()
         with torch.no_grad():
             step()
