@@ -60,7 +60,10 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
         frames, kinds = frames[ours:], kinds[ours:]
     owner = next((k for k in reversed(kinds) if k != "python"), "pytest-optimtest")
     innermost = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name} ({kinds[-1]})" if frames else ""
-    compiled = any(k == "torch" and "_dynamo" in f.filename for f, k in zip(frames, kinds))
+    # Under torch.compile: dynamo's frames on the stack, or the resume functions it makes of the user's code after a
+    # graph break (these run through the C eval-frame hook, with no dynamo frame above them in the traceback).
+    compiled = any((k == "torch" and "_dynamo" in f.filename) or f.name.startswith("torch_dynamo_resume_in_")
+                   for f, k in zip(frames, kinds))
     return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled)
 
 

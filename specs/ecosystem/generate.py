@@ -146,6 +146,33 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
             (["recompile"], f(INT_STEP.replace("group['step'] is", "group['k'] (the step count) is")
                               .replace("param_groups[0]['step']", "param_groups[0]['k']"))),
             (["state_dict"], f(LOAD_TWICE.replace("group['step']", "group['k']")))],
+        **{f"optimi:{c}": leak_break("Tensor.item() with capture_scalar_outputs=False", LEAK_GLOBAL)
+           for c in ("Adam", "AdamW", "Adan")},
+        **{f"optimi:{c}": leak_break("Tensor.item() with capture_scalar_outputs=False", LEAK_GLOBAL) + [(["recompile"], f(
+            "steady step 6 recompiles: the step count, read back with .item(), feeds the Python branch `if rho > 5` "
+            "(rho grows with the step), so dynamo guards that inequality and compiles again once it flips (the "
+            "optimizer's doing). Repro: {R} compile {path} 8"))] for c in ("RAdam", "Ranger")},
+        "optimi:StableAdamW": leak_break("Tensor.item() with capture_scalar_outputs=False", LEAK_GLOBAL) + [(["state_dict"], f(
+            "loading a state_dict into the compiled optimizer recompiles twice, not once: dynamo guards the identity "
+            "of the eps_sq tensors StableAdamW caches per step and the int step read back with .item() (the "
+            "optimizer's doing). Repro: {R} load {path}"))],
+        "adabelief_pytorch:AdaBelief": [(["parity", "recompile", "graph_breaks", "state_dict"], f(
+            "compiled step 3 raises NameError: name 's12' is not defined, in the code inductor generated, once "
+            "automatic dynamic shapes make the int state['step'] symbolic: torch's doing (as torch_optimizer:RAdam). "
+            "Repro: {R} compile {path}"))],
+        **{f"madgrad:{c}": [
+            (["recompile"], f("the step count k lives in state as a tensor read back with .item() (a graph break) and "
+                              "goes into math.pow: dynamo guards its value (___stack0 == k) and recompiles on every step, "
+                              "never settling (the optimizer's doing). Repro: {R} compile {path} 8")),
+            (["graph_breaks"], f(BREAKS, why="Tensor.item() with capture_scalar_outputs=False")),
+            (["state_dict"], f("loading a state_dict into the compiled optimizer recompiles twice, not once: guards on "
+                               "len(self.state) (state['k'] sits beside the params' states) and on k's value (the "
+                               "optimizer's doing). Repro: {R} load {path}"))] for c in ("MADGRAD", "MirrorMADGRAD")},
+        "prodigyplus:ProdigyPlusScheduleFree": [(ALL, f(
+            "only the compiled step raises, TypeError: unsupported operand type(s) for -=: 'NoneType' and 'int' in "
+            "on_end_step: self.parameters_to_process, set by on_start_step in the same step, reads None in the compiled "
+            "run (after a graph break in step); the eager step runs: torch.compile's doing by the plugin's diagnosis, "
+            "not isolated further. Repro: pytest --optim-spec {spec} -k parity", spec="specs/ecosystem/prodigyplus/prodigyplusschedulefree.yaml"))],
         **{f"heavyball:{c}": [(["parity"], f(HEAVYBALL_PARITY))] + heavyball for c in ("AdamW", "LaProp", "RMSprop", "SGD")},
         "heavyball:ADOPT": [(["parity"], f("vacuous: eager params do not move in 6 steps at lr 0.01 (and the compiled run "
                                            "differs in is_preconditioning, as heavyball's AdamW). Repro: {R} compile {path}"))]
