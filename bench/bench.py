@@ -5,6 +5,8 @@
     python bench/bench.py --only collect  # collection of 10,000 generated cases
     python bench/bench.py --only main     # the main job, cold and warm inductor cache
     python bench/bench.py --only peer     # parity + kernel_count vs PyTorch's recipe (bench/peer.py), cold and warm
+    python bench/bench.py --only laws     # the conformance laws of the torch.optim specs vs their parity items
+    python bench/bench.py --only main --against REF --workers 2   # the main job, cold, at REF and here
 
 Figures are ratios and wall times on this machine, never assertions: machines are noisy.
 """
@@ -93,14 +95,14 @@ def bench_import(runs: int = 7) -> dict[str, float]:
             "heavy": re.search(r"HEAVY (.*)", heavy).group(1)}
 
 
-def bench_main_job(cache_dir: str, workers: int = 1) -> dict[str, float | str]:
+def bench_main_job(cache_dir: str, workers: int = 1, root: Path = ROOT) -> dict[str, float | str]:
     # specs/ecosystem left out: CI's main job runs without its packages (one skip a spec), and a
     # machine that has them installed would otherwise time 66 more optimizers
     cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/", "-q", "-p", "no:cacheprovider", "--ignore", "specs/ecosystem"]
     cmd += ["-n", str(workers) if workers > 1 else "0"]  # -n 0: serial, whatever the ini's addopts say
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)  # `-m`: root's package first
     wall = time.perf_counter() - start
     lines = proc.stdout.strip().splitlines()
     tail = lines[-1] if lines else f"no output (exit {proc.returncode}): {proc.stderr[-500:]}"
@@ -132,8 +134,10 @@ def bench_peer(cache_dir: str, fresh_peer_cache: bool) -> dict[str, float | str]
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["import", "collect", "main", "peer"], default=None)
+    parser.add_argument("--only", choices=["import", "collect", "main", "peer", "laws"], default=None)
     parser.add_argument("--workers", type=int, default=1, help="main job under pytest-xdist -n N (default serial)")
+    parser.add_argument("--against", default=None, metavar="GIT_REF",
+                        help="with --only main: also time the main job of GIT_REF, cold, in this run (a git worktree)")
     args = parser.parse_args()
     print(f"# {platform.node()}: {os.cpu_count()} cores, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
@@ -157,6 +161,14 @@ def main() -> None:
             print(f"parity + kernel_count over the torch.optim CPU cases, serial, {temperature}: ours {r['ours']:.0f}s, "
                   f"peer recipe {r['peer']:.0f}s, ratio {r['ratio']:.2f} (target <= 0.5 cold) "
                   f"[ours: {r['ours_result']}] [{r['peer_result']}]", flush=True)
+    if args.only in (None, "laws"):
+        r = bench_laws()
+        print(f"conformance laws of specs/torch_optim, serial: {r['laws']:.1f}s [{r['laws_result']}]; their parity items "
+              f"(cold inductor cache) {r['parity']:.1f}s [{r['parity_result']}]; ratio {r['laws'] / r['parity']:.3f}",
+              flush=True)
+    if args.only == "main" and args.against:
+        bench_against(args.against, args.workers)
+        return
     if args.only in (None, "main"):
         cache = tempfile.mkdtemp(prefix="inductor-cache-")  # empty: cold; the second run finds it filled: warm
         for temperature in ("cold", "warm"):
@@ -166,6 +178,38 @@ def main() -> None:
                   f"{r['wall'] / 60:.1f} min ({r['wall']:.0f}s), {r['inside']:.0f}s inside checks, outside them "
                   f"(python and torch start, collection, reports) {1 - r['inside'] / r['wall']:.1%} "
                   f"[{r['result']}]", flush=True)
+
+
+def bench_laws() -> dict[str, float | str]:
+    """Wall time of the law items of the torch.optim specs, and of their parity items, serial."""
+    out: dict[str, float | str] = {}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-cache-")}
+    for name, selection in (("laws", "law_"), ("parity", "parity and not fuzz")):
+        cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/torch_optim", "-q", "-p", "no:cacheprovider",
+               "--optim-device", "cpu", "-k", selection, "-n", "0", "--optim-in-process"]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+        out[name] = time.perf_counter() - start
+        out[f"{name}_result"] = proc.stdout.strip().splitlines()[-1].strip("= ") if proc.stdout.strip() else proc.stderr[-300:]
+    return out
+
+
+def bench_against(ref: str, workers: int) -> None:
+    """The main job, cold, at `ref` and at this tree, one after the other in this run: the ratio is
+    what a change cost (the machine's speed varies between runs, not within one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        other = Path(tmp) / "ref"
+        subprocess.run(["git", "worktree", "add", "--detach", str(other), ref], cwd=ROOT, check=True, capture_output=True)
+        try:
+            walls = {}
+            for label, root in ((ref, other), ("this tree", ROOT)):
+                r = bench_main_job(tempfile.mkdtemp(prefix="inductor-cache-"), workers, root)
+                walls[label] = float(r["wall"])
+                print(f"main job, cold, {'serial' if workers == 1 else f'-n {workers}'}, {label}: {r['wall'] / 60:.1f} min "
+                      f"[{r['result']}]", flush=True)
+            print(f"ratio this tree / {ref}: {walls['this tree'] / walls[ref]:.3f}", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, capture_output=True)
 
 
 if __name__ == "__main__":

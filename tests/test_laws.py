@@ -51,6 +51,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     for name in [*BREAKS, "ForeachSGD", "LateForeachDriftSGD"]:
         (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_laws:{name}\nkwargs: {{lr: 0.01}}\n"
                                                              + LAW_CHECKS + ALL_LAWS)
+    (root / "specs" / "decaying.yaml").write_text("optimizer: planted_laws:ForeachSGD\nname: decaying\n"
+                                                  "kwargs: {lr: 0.01, weight_decay: 0.1}\nchecks: [law_untouched]\n"
+                                                  "laws: {untouched: true, zero_grads: true}\n")
     (root / "specs" / "ascendingsgd.yaml").write_text("optimizer: planted_laws:AscendingSGD\nkwargs: {lr: 0.01}\n"
                                                       "checks: [law_descent]\nlaws: {descent: true}\n")
     return _run(root, "--optim-spec", "specs")
@@ -76,6 +79,12 @@ def test_an_optimizer_that_climbs_breaks_descent(session):
     assert _outcome(session, "ascendingsgd", "law_descent") == "FAILED"
     assert re.search(r"law descent broken: 20 closure steps on a convex least-squares problem must lower its loss; it "
                      r"went from [\d.]+ to [\d.]+", session)
+
+
+def test_zero_grads_catches_a_decay_that_moves_params_without_gradient(session):
+    assert _outcome(session, "decaying", "law_untouched") == "FAILED"
+    assert re.search(r"law zero_grads broken: with every grad zero from fresh state, no param may move; \['weight', "
+                     r"'bias', .*\] moved at step 1", session)
 
 
 def test_a_correct_optimizer_obeys_every_law(session):
