@@ -233,3 +233,21 @@ def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
 
     _, text = starter_spec("planted_unseen:MuonStyleSGD")
     assert "# one step over the default model raises (KeyError: 'use_muon'): fill in `params` groups" in text
+
+
+def test_whose_file_a_frame_is_by_folder_not_by_name_prefix(tmp_path):
+    """torch_optimizer/ is an optimizer package, not torch; a package installed under the
+    standard library's folder (site-packages, dist-packages) is not the standard library."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from pytest_optimtest.harness.blame import _PYTHON, _kind
+
+    beside_torch = Path(torch.__file__).resolve().parent.parent / "torch_optimizer" / "adamp.py"
+    assert _kind(str(beside_torch)) == "optimizer"
+    assert _kind(torch.__file__) == "torch"
+    assert _kind(json.__file__) == "python"
+    assert _kind(str(Path(_PYTHON) / "site-packages" / "mypkg" / "optim.py")) == "optimizer"
+    assert _kind(str(Path(_PYTHON) / "dist-packages" / "mypkg" / "optim.py")) == "optimizer"

@@ -3,6 +3,7 @@ frames of the user's code it passed through, so a failure points at their file a
 
 from __future__ import annotations
 
+import os
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,8 @@ from . import torch_api
 
 _OURS = str(Path(__file__).resolve().parents[1])
 _TORCH = str(Path(torch.__file__).resolve().parent)
-_PYTHON = str(Path(traceback.__file__).resolve().parent)  # the standard library
+_PYTHON = str(Path(traceback.__file__).resolve().parent)  # the standard library, less what is installed into it:
+_INSTALLED = {"site-packages", "dist-packages"}
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,19 @@ class Blame:
 
 def _kind(filename: str) -> str:
     path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
-    if path.startswith(_OURS):
+    if _within(path, _OURS):
         return "pytest-optimtest"
     generated = torch_api.generated_code_dir()
-    if path.startswith(_TORCH) or (generated and path.startswith(str(Path(generated).resolve()))):
+    if _within(path, _TORCH) or (generated and _within(path, str(Path(generated).resolve()))):
         return "torch"  # torch's package, or the code inductor generated
-    if path.startswith(_PYTHON) or filename.startswith("<"):
+    if filename.startswith("<") or (_within(path, _PYTHON) and not _INSTALLED.intersection(Path(path).parts)):
         return "python"
     return "optimizer"
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether `path` lies in `folder` (torch_optimizer/ is not inside torch/)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def blame(exc: BaseException, handler_frames: int = 0) -> Blame:

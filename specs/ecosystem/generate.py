@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 HERE = Path(__file__).parent
-CHECKS = ["parity", "recompile", "graph_breaks", "state_dict", "no_leak"]
+LAW_CHECKS = ["law_equivalent", "law_untouched", "law_param_groups", "law_descent"]
+CHECKS = ["parity", "recompile", "graph_breaks", "state_dict", "no_leak", *LAW_CHECKS]
 PACKAGES = {  # import name -> (distribution, pinned version): the `ecosystem` extra
     "pytorch_optimizer": ("pytorch-optimizer", "4.1.0"),
     "torch_optimizer": ("torch-optimizer", "0.3.0"),
@@ -93,13 +94,21 @@ HEAVYBALL_PARITY = ("the compiled run leaves param_groups[0]['is_preconditioning
                     "None where eager sets False: heavyball writes them differently when traced. Repro: {R} compile {path}")
 HEAVYBALL_STATE = ("after a state_dict round trip the compiled optimizer's group lacks '__class__' and has "
                    "is_preconditioning None where eager has False. Repro: {R} compile {path}")
+EMPTY = ("{law}: the optimizer cannot step an empty (zero-size) param, which PyTorch's laws include: {what} (the "
+         "optimizer's doing). Repro: {P} -k {law}")
+NONCONTIGUOUS = ("{law}: a non-contiguous (transposed) param makes the step raise RuntimeError: view size is not "
+                 "compatible with input tensor's size and stride (.view() where .reshape() is needed: the optimizer's "
+                 "doing). Repro: {P} -k {law}")
 HEAVYBALL_BREAK = BREAKS.replace("{why}", "heavyball.utils calls torch._dynamo.utils.disable_cache_limit(), a function "
                                  "dynamo skips")
 
 
 def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
+    module, cls = path.split(":")
+    spec = f"specs/ecosystem/{module}/{cls.lower()}.yaml"
+
     def f(text: str, **extra: str) -> str:
-        return text.format(R=R, path=path, **extra)
+        return text.format(R=R, path=path, P=f"pytest --optim-spec {spec}", **{"spec": spec, **extra})
 
     no_graph = lambda kind: [(ALL, f(NO_GRAPH, **kind))]  # noqa: E731
     po_int = [(["recompile"], f(INT_STEP)), (["state_dict"], f(LOAD_TWICE))]
@@ -132,10 +141,6 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
         "pytorch_optimizer:Ranger": crash(ALL, "compiled step 2 raises InductorError: KeyError: 'buf19' in inductor's "
                                           "CPU code generation: torch's doing (likely pytorch#196570 or #188228, "
                                           "the CPP backend's outer-loop fusion KeyError, not confirmed)."),
-        "torch_optimizer:RAdam": crash(["parity", "recompile", "graph_breaks", "state_dict"],
-                                       "compiled step 3 raises NameError: name 's21' is not defined, once automatic "
-                                       "dynamic shapes make the int state['step'] symbolic (inductor's generated code "
-                                       "uses an undefined symbol): torch's doing (the symptom of pytorch#104102, not confirmed the same cause)."),
         **{f"torch_optimizer:{c}": [(["parity", "state_dict"], f(ALIAS))] for c in ("AggMo", "QHM")},
         "torch_optimizer:QHAdam": [(["parity", "state_dict"], f(
             "Python float state (beta1_weight, beta2_weight) updated in step: the compiled run writes back a "
@@ -172,8 +177,43 @@ def _rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
             "only the compiled step raises, TypeError: unsupported operand type(s) for -=: 'NoneType' and 'int' in "
             "on_end_step: self.parameters_to_process, set by on_start_step in the same step, reads None in the compiled "
             "run (after a graph break in step); the eager step runs: torch.compile's doing by the plugin's diagnosis, "
-            "not isolated further. Repro: pytest --optim-spec {spec} -k parity", spec="specs/ecosystem/prodigyplus/prodigyplusschedulefree.yaml"))],
+            "not isolated further. Repro: {P} -k parity")),
+            (["law_equivalent", "law_param_groups"], f(
+                "vacuous at lr 1.0: from d0 1e-6 its params move about one tolerance in 7 steps, so equal runs prove "
+                "nothing (the spec's tuning; the laws need a step that moves). Repro: {P} -k law_"))],
         **{f"heavyball:{c}": [(["parity"], f(HEAVYBALL_PARITY))] + heavyball for c in ("AdamW", "LaProp", "RMSprop", "SGD")},
+        # The conformance laws (law_*), found on torch 2.13 CPU; reproduce each with the command given.
+        **{f"{m}:{c}": [(["law_equivalent", "law_untouched"], f(EMPTY, what="its channel view reshapes a 0-element "
+                                                                 "tensor to [0, -1]", law="law_untouched")),
+                        (["law_descent"], f(NONCONTIGUOUS, law="law_descent"))]
+           for m, c in (("pytorch_optimizer", "AdamP"), ("torch_optimizer", "AdamP"), ("torch_optimizer", "SGDP"))},
+        "pytorch_optimizer:AvaGrad": [(["law_equivalent", "law_untouched"], f(
+            EMPTY, what="torch.norm(p=-2) of an empty tensor has no identity", law="law_untouched"))],
+        "torch_optimizer:SWATS": [(["law_descent"], f(NONCONTIGUOUS, law="law_descent"))],
+        "pytorch_optimizer:Kate": [(["law_descent"], f(
+            "law descent: at lr 0.01 its first step raises the convex loss from 1.86 to 2.91 and 20 steps leave it at "
+            "2.44, above the start (the optimizer's doing, or an lr it does not suit). Repro: {P} -k law_descent"))],
+        "schedulefree:RAdamScheduleFree": [(["law_equivalent"], f(
+            "law equivalent[tensor_lr]: with lr a tensor the params turn NaN at step 1, with the same float they do not "
+            "(the optimizer's doing). Repro: {P} -k law_equivalent"))],
+        **{f"torch_optimizer:{c}": [(["law_param_groups"], f(
+            "law param_groups: the lr of a group is not used (documented: 'lr: not used for this optimizer'), so an "
+            "lr-0 group moves like the other (the optimizer's design). Repro: {P} -k law_param_groups"))]
+           for c in ("A2GradExp", "A2GradInc", "A2GradUni")},
+        "torch_optimizer:AdaBound": [(["law_param_groups"], f(
+            "law param_groups: a group with lr 0 raises ZeroDivisionError (final_lr * lr / base_lr, adabound.py:170): "
+            "the optimizer's doing. Repro: {P} -k law_param_groups"))],
+        "torch_optimizer:MADGRAD": [(["law_param_groups"], f(
+            "law param_groups: the step uses lr = group['lr'] + eps, so a group with lr 0 still moves (the optimizer's "
+            "doing; madgrad's own MADGRAD adds eps only to a nonzero lr). Repro: {P} -k law_param_groups"))],
+        "torch_optimizer:RAdam": crash(["parity", "recompile", "graph_breaks", "state_dict"],
+                                       "compiled step 3 raises NameError: name 's21' is not defined, once automatic "
+                                       "dynamic shapes make the int state['step'] symbolic (inductor's generated code "
+                                       "uses an undefined symbol): torch's doing (the symptom of pytorch#104102, not confirmed the same cause).")
+        + [(["law_param_groups"], f(
+            "law param_groups: every group shares the one `buffer` list of the defaults, which caches step_size "
+            "(lr included) by step: a group with lr 0 steps with the other group's cached step size (the optimizer's "
+            "doing). Repro: {P} -k law_param_groups"))],
         "heavyball:ADOPT": [(["parity"], f("vacuous: eager params do not move in 6 steps at lr 0.01 (and the compiled run "
                                            "differs in is_preconditioning, as heavyball's AdamW). Repro: {R} compile {path}"))]
                            + heavyball,
@@ -201,6 +241,7 @@ def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
              f"kwargs: {_flow(kwargs)}"]
     lines += [f"{key}: {value}" for key, value in extra.items()]
     lines.append(f"checks: [{', '.join(CHECKS)}]")
+    lines += laws_text(module, cls, kwargs)
     rules = xfails(module, cls)
     skips = SKIPS.get((module, cls), {})
     if skips:
@@ -212,6 +253,23 @@ def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
         for checks, reason in rules:
             lines += [f"  - checks: [{', '.join(checks)}]", f"    reason: {_quoted(reason)}"]
     return "\n".join(lines) + "\n"
+
+
+def laws_text(module: str, cls: str, kwargs: dict) -> list[str]:
+    """The conformance laws every optimizer here is held to: a tensor lr (and foreach, where the
+    constructor takes it) changes nothing, params without grads stay, each group's lr is used,
+    steps descend. The constructor is read from the installed package."""
+    import importlib
+    import inspect
+
+    params = inspect.signature(getattr(importlib.import_module(module), cls)).parameters
+    lr = kwargs["lr"]
+    lines = ["laws:", "  equivalent:"]
+    if "foreach" in params:
+        lines.append("    foreach: [{foreach: false}, {foreach: true}]")
+    lines += [f"    tensor_lr: [{{lr: {lr!r}}}, {{lr: {{tensor: {lr!r}}}}}]", "  untouched: true", "  param_groups: true",
+              "  descent: true"]
+    return lines
 
 
 def _name(module: str, cls: str) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import torch
+
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.isolation import isolated_case
 from ...harness.snapshot import OptimizerSnapshot
@@ -46,9 +48,24 @@ def check_equivalent(case: Any, runs: Any) -> str:
 
 
 def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:
-    """The snapshot less the group entries and attributes the variants set differently by design."""
-    return replace(snap, groups=[{k: v for k, v in g.items() if k not in keys} for g in snap.groups],
-                   attrs={k: v for k, v in snap.attrs.items() if k not in keys})
+    """The snapshot less the group entries and attributes the variants set differently by design,
+    and with every number, one-element tensors included, as a float64 scalar tensor compared within
+    tolerance: a tensor lr, and what the optimizer derives from it (a base_lr, a weight sum),
+    equals the float it stands for, up to float32 rounding."""
+    return replace(snap, groups=[{k: _numbers(v) for k, v in g.items() if k not in keys} for g in snap.groups],
+                   attrs={k: _numbers(v) for k, v in snap.attrs.items() if k not in keys}, state=_numbers(snap.state))
+
+
+def _numbers(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return torch.tensor(float(value.item()), dtype=torch.float64)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_numbers(v) for v in value)
+    return value
 
 
 def _shown(kwargs: dict[str, Any]) -> str:

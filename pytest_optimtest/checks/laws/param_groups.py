@@ -31,11 +31,13 @@ def check_param_groups(case: Any, runs: Any) -> str:
         initial = run.values()
         for step in range(steps):
             run.step(step, grads[step])
-        still = [n for n in SECOND if not torch.equal(initial[n], run.params[n].detach())]
+        moved_zero = {n: max_movement({n: initial[n]}, {n: run.params[n].detach()}, tol) for n in SECOND}
+        still = {n: m for n, m in moved_zero.items() if m > 1}
         if still:
-            raise AssertionError(f"{case.id}: law param_groups broken: a group whose lr is 0 must not move; its params "
-                                 f"{still} moved over {steps} steps while the other group's lr is the case's (does the "
-                                 "step read lr from the constructor, or another group?)")
+            shown = ", ".join(f"{n!r} by {m:.3g} tolerances" for n, m in still.items())
+            raise AssertionError(f"{case.id}: law param_groups broken: a group whose lr is 0 must not move; its params moved "
+                                 f"over {steps} steps ({shown}) while the other group's lr is the case's (does the step "
+                                 "read lr from the constructor, or another group, or add to it?)")
         moved = max_movement({n: initial[n] for n in FIRST}, {n: run.params[n].detach() for n in FIRST}, tol)
         if moved < case.min_movement:
             raise AssertionError(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
