@@ -23,7 +23,7 @@ from . import report as reporting
 from . import update
 from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError
 from .checks.registry import entry_point_checks
-from .supervisor import SUPERVISED_ENV
+from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
@@ -181,7 +181,7 @@ class OptimtestSession:
         if died:
             pytest.fail(f"crashed: the process running this case died in {died} (a native crash or an exit in the "
                         "optimizer's step or in torch); "
-                        + ("the supervisor ran the session again" if os.environ.get(SUPERVISED_ENV) else "pytest-xdist replaced it")
+                        + ("the supervisor ran the session again" if supervised() else "pytest-xdist replaced it")
                         + ", and this case is not run again",
                         pytrace=False)
         for needed in self.registry[item.check].prerequisites:

@@ -32,18 +32,24 @@ MAX_RUNS = 10  # each death fails one case for good, so a run ends after as many
 def wanted(config: pytest.Config, has_specs: bool) -> bool:
     """Whether this session should run as a supervisor of a child running the same command."""
     option = config.option
-    return (has_specs and not config.getoption("optim_in_process")
-            and SUPERVISED_ENV not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ
+    return (has_specs and not config.getoption("optim_in_process") and not supervised()
+            and not hasattr(config, "workerinput")  # an xdist worker: xdist replaces it when it dies
             and not getattr(option, "numprocesses", None) and getattr(option, "dist", "no") == "no"
             and not any(getattr(option, name, False) for name in ("help", "version", "collectonly", "markers",
                                                                   "showfixtures", "show_fixtures_per_test"))
             and tuple(config.invocation_params.args) == tuple(sys.argv[1:]))
 
 
+def supervised() -> bool:
+    """Whether this process is the child of a supervisor. The variable names the supervisor's pid, so a
+    pytest that a test of the child starts (and that inherits the environment) is not taken for it."""
+    return os.environ.get(SUPERVISED_ENV) == str(os.getppid())
+
+
 def supervise(config: pytest.Config) -> int:
     """Run the command in a child until it ends without dying in a case; its exit code."""
     folder = tempfile.mkdtemp(prefix="optimtest-journal-")
-    env = {**os.environ, SUPERVISED_ENV: "1", JOURNAL_ENV: folder}
+    env = {**os.environ, SUPERVISED_ENV: str(os.getpid()), JOURNAL_ENV: folder}
     command = [sys.executable, "-m", "pytest", *config.invocation_params.args]
     try:
         for _ in range(MAX_RUNS):
