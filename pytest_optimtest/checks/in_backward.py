@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-
 from copy import deepcopy
 from typing import Any
 

@@ -24,14 +24,14 @@ def check_equivalent(case: Any, runs: Any) -> str:
         params = law_params(case, laws.min_ndim, laws.empty)
         grads = law_grads(case, steps, params)
         for name, variants in laws.equivalent.items():
-            runs_ = [law_run(case, params, kwargs) for kwargs in variants]
-            initial = runs_[0].values()
+            variant_runs = [law_run(case, params, kwargs) for kwargs in variants]
+            initial = variant_runs[0].values()
             varied = {key for kwargs in variants for key in kwargs}
             for step, step_grads in enumerate(grads):
-                for run in runs_:
+                for run in variant_runs:
                     run.step(step, step_grads)
-                reference = _without(runs_[0].snapshot(), varied)
-                for kwargs, run in zip(variants[1:], runs_[1:]):
+                reference = _without(variant_runs[0].snapshot(), varied)
+                for kwargs, run in zip(variants[1:], variant_runs[1:]):
                     problems = snapshot_differences(reference, _without(run.snapshot(), varied), tol,
                                                     (_shown(variants[0]), _shown(kwargs)))
                     if problems:
@@ -39,7 +39,7 @@ def check_equivalent(case: Any, runs: Any) -> str:
                             f"{case.id}: law equivalent[{name}] broken: {_shown(kwargs)} must run like {_shown(variants[0])} "
                             f"(params and state, {schedule_in_words()}); they differ after step {step + 1} of {steps}:"
                             + listed(problems))
-            moved = max_movement(initial, runs_[0].values(), tol)
+            moved = max_movement(initial, variant_runs[0].values(), tol)
             if moved < case.min_movement:
                 raise AssertionError(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
                                      f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
