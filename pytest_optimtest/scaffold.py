@@ -15,9 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .harness.param_forms import constructor_arguments
+import torch
+
+from .harness.compare import max_movement
+from .harness.param_forms import construct
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
-from .spec.schema import ParamGroup
+from .spec.schema import ParamGroup, Spec
 from .spec.values import resolve, takes_keyword
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
@@ -101,7 +104,7 @@ def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: Any
 
 def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
     try:
-        _build(cls, form, {"lr": lr, **kwargs}, two_linear())
+        construct(cls, form, two_linear(), {"lr": lr, **kwargs}, "cpu")
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
         return _first_line(exc)
     return None
@@ -109,11 +112,6 @@ def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
 
 def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-
-
-def _build(cls: type, form: Any, kwargs: dict, model: Any) -> Any:
-    args, params = constructor_arguments(form, model, "cpu")
-    return cls(*args, **params, **kwargs)
 
 
 def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
@@ -125,7 +123,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     if len(required) == 2:  # params split across two arguments: Muon hybrids take matrices first
         split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
         try:
-            _build(cls, split, kwargs, two_linear())
+            construct(cls, split, two_linear(), kwargs, "cpu")
             return split, two_linear, [f"params:  # matrices to {required[0]}, the rest to {required[1]} (check which "
                                        "argument wants which)",
                                        f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}"]
@@ -136,7 +134,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     problems = {}
     for form in ("list", "named", "model"):
         try:
-            _build(cls, form, kwargs, two_linear())
+            construct(cls, form, two_linear(), kwargs, "cpu")
             break
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = _first_line(exc)
@@ -178,37 +176,30 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float) -> tu
 
 
 def _movement(cls: type, form: Any, factory: Any, lr: float) -> float | None:
-    """Largest param movement, in default tolerances, of two eager steps on fixed grads; None if it raised."""
-    import torch
+    """Largest param movement, in the spec's default tolerance, of two eager steps on fixed grads;
+    None if they raised."""
+    moved, problem = _stepped(cls, form, {"lr": lr}, factory, steps=2)
+    return None if problem else moved
 
-    from .harness.compare import max_movement
-    from .spec.schema import Tolerance
 
+def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str | None:
+    return _stepped(cls, form, kwargs, factory, steps=1)[1]
+
+
+def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int) -> tuple[float, str | None]:
+    """(largest param movement in default tolerances, what the steps raised) of `steps` eager steps
+    of a fresh model's optimizer on one seeded batch's grads."""
     torch.manual_seed(0)
     model = factory()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     try:
-        optimizer = _build(cls, form, {"lr": lr}, model)
+        optimizer = construct(cls, form, model, kwargs, "cpu")
         model(torch.randn(10, IN_FEATURES)).pow(2).sum().backward()
-        for _ in range(2):
+        for _ in range(steps):
             optimizer.step()
-    except Exception:  # noqa: BLE001  # its verdict is the spec's to give when it runs
-        return None
-    after = {n: p.detach() for n, p in model.named_parameters()}
-    return max_movement(before, after, Tolerance(atol=1e-5, rtol=1.3e-6))
-
-
-def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str | None:
-    import torch
-
-    model = factory()
-    try:
-        optimizer = _build(cls, form, kwargs, model)
-        model(torch.randn(4, IN_FEATURES)).pow(2).sum().backward()
-        optimizer.step()
-    except Exception as exc:  # the step's verdict on this model
-        return _first_line(exc)
-    return None
+    except Exception as exc:  # the optimizer's verdict on this model and these kwargs
+        return 0.0, _first_line(exc)
+    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, Spec.model_fields["tolerance"].default), None
 
 
 def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:

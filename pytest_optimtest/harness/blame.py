@@ -24,6 +24,7 @@ class Blame:
     frames: list[traceback.FrameSummary]  # the user's frames, outermost first
     innermost: str = ""  # the innermost frame of any owner, as "file:line in function (owner)"
     compiled: bool = False  # the optimizer's frames ran under torch.compile (dynamo's frames called them)
+    generated: bool = False  # the innermost frame is code inductor generated
 
     @property
     def where(self) -> str:
@@ -42,12 +43,16 @@ def _kind(filename: str) -> str:
     path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
     if _within(path, _OURS):
         return "pytest-optimtest"
-    generated = torch_api.generated_code_dir()
-    if _within(path, _TORCH) or (generated and _within(path, str(Path(generated).resolve()))):
+    if _within(path, _TORCH) or _generated(path):
         return "torch"  # torch's package, or the code inductor generated
     if filename.startswith("<") or (_within(path, _PYTHON) and not _INSTALLED.intersection(Path(path).parts)):
         return "python"
     return "optimizer"
+
+
+def _generated(path: str) -> bool:
+    folder = torch_api.generated_code_dir()
+    return folder is not None and _within(path, str(Path(folder).resolve()))
 
 
 def _within(path: str, folder: str) -> bool:
@@ -71,6 +76,7 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     # graph break (these run through the C eval-frame hook, with no dynamo frame above them in the traceback).
     compiled = any((k == "torch" and "_dynamo" in f.filename) or f.name.startswith("torch_dynamo_resume_in_")
                    for f, k in zip(frames, kinds))
-    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled)
+    generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
+    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled, generated)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from ..models import IN_FEATURES
 from . import torch_api
-from .param_forms import constructor_arguments
+from .param_forms import construct
 from .snapshot import OptimizerSnapshot, snapshot
 from .devices import seed_all
 from .vacuity import NotApplicable
@@ -56,8 +56,15 @@ def make_optimizer(case: Any, source: torch.nn.Module | Iterable[Any]) -> torch.
     form, with kwargs built afresh, and the spec's `setup` run on it."""
     from ..spec.values import build_kwargs, resolve
 
-    args, params = constructor_arguments(getattr(case, "params", "list"), source, case.device)
-    optimizer = resolve(case.optimizer)(*args, **params, **build_kwargs(case.kwargs, case.device))
+    optimizer = construct(resolve(case.optimizer), getattr(case, "params", "list"), source,
+                          build_kwargs(case.kwargs, case.device), case.device)
+    return with_setup(case, optimizer)
+
+
+def with_setup(case: Any, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The optimizer after the spec's `setup` ran on it (e.g. schedule-free's train mode)."""
+    from ..spec.values import resolve
+
     if getattr(case, "setup", None):
         resolve(case.setup)(optimizer)
     return optimizer

@@ -21,6 +21,7 @@ from ..spec.case import Case
 from ..spec.values import build_kwargs
 from . import torch_api
 from .blame import blame
+from .compare import snapshot_differences
 from .builder import Twins, make_scheduler, make_twins, step_scheduler
 from .containment import PROGRESS
 from .devices import seed_all
@@ -34,20 +35,15 @@ class CompiledStepOnlyError(Exception):
     """The compiled step raised where the eager step, given the same state, did not."""
 
     def __init__(self, step: int, error: Exception) -> None:
-        innermost = blame(error).innermost
-        if innermost.endswith("(torch)") and _in_generated_code(innermost):
-            cause = f"the code inductor generated for the step raised it ({innermost}): torch's doing"
+        found = blame(error)
+        if found.generated:
+            cause = f"the code inductor generated for the step raised it ({found.innermost}): torch's doing"
         else:
             cause = ("so the difference is torch.compile's (dynamo traced the step differently from Python, e.g. an "
                      "attribute write it dropped), not the optimizer's arithmetic")
         super().__init__(f"only the compiled step raised, at step {step}: {type(error).__name__}: {error}; the eager step "
                          f"ran the same step without error, {cause}")
         self.step, self.error = step, error
-
-
-def _in_generated_code(where: str) -> bool:
-    generated = torch_api.generated_code_dir()
-    return bool(generated) and where.startswith(str(generated))
 
 
 @dataclass
@@ -131,11 +127,17 @@ def run_compiled(case: Case, perturb: bool = True) -> CompiledRun:
         return _run(case, log, perturb)
 
 
-def _run(case: Case, log: list[str], perturb: bool) -> CompiledRun:
+def _prepared(case: Case, backend: str = "inductor") -> tuple[Twins, Any, Callable[[], None], list]:
+    """(twins, eager closure or None, the compiled twin's step, their schedulers) of a case."""
     twins = make_twins(case)
     eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
-    compiled_step = twins.compile(compiled_closure)
+    compiled_step = twins.compile(compiled_closure, backend=backend)
     schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
+    return twins, eager_closure, compiled_step, schedulers
+
+
+def _run(case: Case, log: list[str], perturb: bool) -> CompiledRun:
+    twins, eager_closure, compiled_step, schedulers = _prepared(case)
     run = CompiledRun(case, twins.initial())
     with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
         _steps(run, twins, compiled_step, eager_closure, schedulers, log, perturb)
@@ -195,14 +197,8 @@ def rerun_differences(case: Case, steps: int, backend: str = "inductor") -> list
     """Eager vs a compiled twin built with `backend` (and the case as given, e.g. fallback_random
     flipped), after exactly `steps` steps: the differences. For parity's diagnoses: which change
     makes the difference go away says whose it is."""
-    from .compare import snapshot_differences  # the comparison parity uses, for its counterfactuals only
-
     with isolated_case(case), torch_api.recording_recompiles():
-        twins = make_twins(case)
-        eager_closure: Any
-        eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
-        compiled_step = twins.compile(compiled_closure, backend=backend)
-        schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
+        twins, eager_closure, compiled_step, schedulers = _prepared(case, backend)
         with torch.no_grad():
             for step in range(steps):
                 seed_all(case.seed + 1 + step)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import make_optimizer
+from .builder import make_optimizer, with_setup
 from .devices import seed_all
 from .snapshot import OptimizerSnapshot, snapshot
 
@@ -46,11 +46,13 @@ def law_params(case: Any, min_ndim: int = 0, empty: bool = True) -> dict[str, to
             for name, shape in LAW_PARAMS.items() if empty or name != "empty"}
 
 
-def law_grads(case: Any, steps: int, params: dict[str, torch.nn.Parameter]) -> list[dict[str, torch.Tensor | None]]:
-    """grads[step][name], drawn once so every run of a law sees the same ones (None per the schedule)."""
+def law_grads(case: Any, steps: int, params: dict[str, torch.nn.Parameter],
+              scheduled: bool = True) -> list[dict[str, torch.Tensor | None]]:
+    """grads[step][name], drawn once so every run of a law sees the same ones: None per the
+    schedule, or (`scheduled` false) a grad for every param at every step."""
     generator = torch.Generator().manual_seed(case.seed + 7919)
-    return [{name: torch.randn(p.shape, generator=generator).to(case.device) if has_grad(name, step) else None
-             for name, p in params.items()} for step in range(steps)]
+    return [{name: torch.randn(p.shape, generator=generator).to(case.device) if not scheduled or has_grad(name, step)
+             else None for name, p in params.items()} for step in range(steps)]
 
 
 def copy_params(params: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Parameter]:
@@ -94,6 +96,4 @@ def grouped_run(case: Any, params: dict[str, torch.nn.Parameter], groups: list[t
     optimizer_cls = resolve(case.optimizer)
     optimizer = optimizer_cls([{"params": [own[n] for n in names], **options} for names, options in groups],
                               **build_kwargs(case.kwargs, case.device))
-    if getattr(case, "setup", None):
-        resolve(case.setup)(optimizer)
-    return LawRun(case, own, optimizer)
+    return LawRun(case, own, with_setup(case, optimizer))

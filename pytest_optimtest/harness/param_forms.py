@@ -57,6 +57,13 @@ def constructor_arguments(form: Any, source: torch.nn.Module | Iterable[Any], de
              for group, taken in zip(form, members) if taken],), {}
 
 
+def construct(optimizer_cls: Any, form: Any, source: torch.nn.Module | Iterable[Any], kwargs: dict[str, Any],
+              device: str) -> Any:
+    """`optimizer_cls` given `source`'s params in the `params` form, and built `kwargs`."""
+    args, params = constructor_arguments(form, source, device)
+    return optimizer_cls(*args, **params, **kwargs)
+
+
 def form_name(form: Any) -> str:
     """The form in words, for messages."""
     if isinstance(form, str):

@@ -368,7 +368,7 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
     import torch
 
     # torch and the param forms load only here, where a constructor runs: loading a spec stays light.
-    from ..harness.param_forms import constructor_arguments
+    from ..harness.param_forms import construct
 
     def attempt(form: Any) -> str | None:
         # one 2x2 matrix for the forms that take loose params: what every optimizer steps, Muon's 2-D-only included
@@ -376,8 +376,7 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
         if model is None:  # the spec's model cannot be built here: the run will say why
             return None
         try:
-            args, params = constructor_arguments(form, model, "cpu")
-            cls(*args, **params, **build_kwargs(kwargs, "cpu"))
+            construct(cls, form, model, build_kwargs(kwargs, "cpu"), "cpu")
         except Exception as exc:  # any constructor error is the spec's fault, reported as such
             return f"{type(exc).__name__}: {exc}"
         return None

@@ -11,7 +11,7 @@ import torch
 
 from ...harness.compare import max_movement
 from ...harness.isolation import isolated_case
-from ...harness.law_runs import grouped_run, law_params
+from ...harness.law_runs import grouped_run, law_grads, law_params
 from ...spec.values import build_value
 from ..base import Check
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
@@ -24,7 +24,7 @@ def check_param_groups(case: Any, runs: Any) -> str:
     laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, empty=False)
-        grads = _grads(case, params, steps + 1)
+        grads = law_grads(case, steps + 1, params, scheduled=False)
         lr = case.kwargs.get("lr")
         zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}
         run = grouped_run(case, params, [(FIRST, {}), (SECOND, zero)])
@@ -72,11 +72,6 @@ def _halve_lr(group: dict) -> None:
         group["lr"].fill_(group["lr"].item() / 2)
     else:
         group["lr"] = group["lr"] / 2
-
-
-def _grads(case: Any, params: dict[str, torch.nn.Parameter], steps: int) -> list[dict[str, torch.Tensor | None]]:
-    generator = torch.Generator().manual_seed(case.seed + 104729)
-    return [{n: torch.randn(p.shape, generator=generator).to(case.device) for n, p in params.items()} for _ in range(steps)]
 
 
 LAW_PARAM_GROUPS = Check("law_param_groups", check_param_groups, "each param group's own lr is the one used", "primary",
