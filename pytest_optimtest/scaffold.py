@@ -20,7 +20,7 @@ import torch
 from .harness.compare import max_movement
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
-from .spec.schema import ParamGroup, Spec
+from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
 from .spec.values import resolve, takes_keyword
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
@@ -199,7 +199,7 @@ def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int) -> tu
             optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
         return 0.0, _first_line(exc)
-    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, Spec.model_fields["tolerance"].default), None
+    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, DEFAULT_TOLERANCES["float32"]), None
 
 
 def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:

@@ -4,7 +4,7 @@ one line here registers it."""
 from __future__ import annotations
 
 from . import (compile_time, cudagraphs, distributed, in_backward, kernel_count, leak, modtracker, parity, recompile,
-               state_dict, step_properties)
+               state_dict, state_dtype, step_properties)
 from .base import Check, NotApplicable
 from .hypothesis import fuzzed, metamorphic
 from .laws import LAWS
@@ -18,6 +18,7 @@ BUILTIN: tuple[Check, ...] = (
     step_properties.NONE_GRADS,
     step_properties.CLOSURE_GRAPH_BREAK,
     state_dict.CHECK,
+    state_dtype.CHECK,
     leak.CHECK,
     compile_time.CHECK,
     cudagraphs.CHECK,

@@ -69,6 +69,7 @@ class Check:
     description: str
     scope: Scope = "all"
     devices: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None  # the param dtypes it says something at (None: every one)
     prerequisites: tuple[str, ...] = ()  # must pass on the same case first, else this check is skipped
     apply_after: tuple[str, ...] = ()  # run after these when both are selected (ordering only)
     section: type | None = None
@@ -86,12 +87,14 @@ class Check:
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no
-        scheduler: those variants would repeat it); primary (once per optimizer and device: the
-        first case's plain variant); distributed (cases the spec's `distributed` section names, with their
+        scheduler: those variants would repeat it); primary (once per optimizer, device and
+        dtype: the first case there, its plain variant); distributed (cases the spec's `distributed` section names, with their
         scheduler variants, without closures); hook_order checks belong to hook-order specs, not to optimizer cases."""
         if self.scope in ("hook_order", "fuzz"):  # their own spec kinds and sections, not optimizer variants
             return False
         if self.devices is not None and variant.device not in self.devices:
+            return False
+        if self.dtypes is not None and variant.dtype not in self.dtypes:
             return False
         if self.scope == "no_closure":
             return not variant.closure

@@ -7,7 +7,7 @@ from typing import Any
 from ..harness.compare import listed, value_differences
 from ..harness.vacuity import require_moved
 from ..harness.distributed_run import DistributedRun, unavailable_reason, zero_takes
-from ..harness.builder import make_optimizer, model_factory
+from ..harness.builder import build_model, make_optimizer
 from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
 from .base import Check, NotApplicable
@@ -102,7 +102,7 @@ def check_zero(case: Any, runs: Any) -> str:
 
 def _load_into_plain(case, state_dict):
     """(a plain optimizer of the case loaded with ZeRO's consolidated state_dict, None), or (None, why not)."""
-    model = model_factory(case)(device=case.device)
+    model = build_model(case)
     opt = make_optimizer(case, model)
     try:
         opt.load_state_dict(state_dict)

@@ -15,7 +15,7 @@ from ..spec.param_groups import model_param_shapes
 from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model,
                                        require_param_list, run_in_backward, step_calls_in_one_backward)
 from ..harness.isolation import isolated
-from ..harness.builder import make_data, make_optimizer
+from ..harness.builder import make_data, make_optimizer, param_dtype
 from ..spec.values import build_kwargs, resolve
 from ..spec.context import SpecContext
 from .base import Check, NotApplicable
@@ -122,7 +122,7 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> str:
         kwargs = build_kwargs(case.kwargs, case.device)
         torch_api.apply_optimizer_in_backward(optimizer_cls, list(hooked.parameters()), kwargs)
         torch_api.apply_optimizer_in_backward(optimizer_cls, list(unhooked.parameters()), build_kwargs(case.kwargs, case.device), register_hook=False)
-        inputs, loss_fn = make_data(case.data, case.device, batch=4)
+        inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
         for m in (hooked, unhooked):
             loss_fn(m(inputs)).backward()
         start = dict(initial.named_parameters())
@@ -144,7 +144,7 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> str:
 def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The params after one ordinary optimizer step on the same data."""
     opt = make_optimizer(case, model)
-    inputs, loss_fn = make_data(case.data, case.device, batch=4)
+    inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
     loss_fn(model(inputs)).backward()
     opt.step()
     return {n: p.detach() for n, p in model.named_parameters()}

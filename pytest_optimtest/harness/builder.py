@@ -18,13 +18,25 @@ from .devices import seed_all
 from .vacuity import NotApplicable
 
 
-def make_data(kind: str, device: str, batch: int = 10,
-              features: int = IN_FEATURES) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+def make_data(kind: str, device: str, batch: int = 10, features: int = IN_FEATURES,
+              dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     """(input, loss_fn). 'random': seeded randn and a squared loss, so every weight gets a
-    full-rank gradient; 'ones': PyTorch's torch.ones input and sum loss (rank-1 gradients)."""
+    full-rank gradient; 'ones': PyTorch's torch.ones input and sum loss (rank-1 gradients).
+    Drawn in float32 and cast, so every dtype sees the same numbers."""
     if kind == "ones":
-        return torch.ones(batch, features, device=device), loss_for(kind)
-    return torch.randn(batch, features, device=device), loss_for(kind)
+        return torch.ones(batch, features, device=device).to(dtype), loss_for(kind)
+    return torch.randn(batch, features, device=device).to(dtype), loss_for(kind)
+
+
+def param_dtype(case: Any) -> torch.dtype:
+    """The case's param dtype (float32 for cases without a dtype axis)."""
+    return getattr(torch, getattr(case, "dtype", "float32"))
+
+
+def build_model(case: Any, device: str | None = None) -> torch.nn.Module:
+    """The case's model on its device (or `device`), floating params and buffers in the case's dtype."""
+    model = model_factory(case)(device=device or case.device)
+    return model.to(dtype=param_dtype(case)) if param_dtype(case) != torch.float32 else model
 
 
 def loss_for(kind: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -45,8 +57,8 @@ def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable
     """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
 
     seed_all(case.seed)
-    model = model_factory(case)(device=case.device)
-    inputs, loss_fn = make_data(case.data, case.device)
+    model = build_model(case)
+    inputs, loss_fn = make_data(case.data, case.device, dtype=param_dtype(case))
     loss_fn(model(inputs)).backward()
     return model, inputs, loss_fn
 

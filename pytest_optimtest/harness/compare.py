@@ -27,7 +27,7 @@ def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, 
     abs_diff = (e - a).abs().masked_fill(same, 0).nan_to_num(nan=float("inf"))
     allowed = tol.atol + tol.rtol * e.abs()
     bad = abs_diff > allowed
-    if not bad.any():
+    if not bad.any() or _within_error_rate(bad, abs_diff, e, tol):
         return None
     rel_diff = abs_diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
     worst = int(abs_diff.flatten().argmax())
@@ -36,7 +36,16 @@ def tensor_difference(where: str, expected: torch.Tensor, actual: torch.Tensor, 
         f"{where}: {int(bad.sum())}/{e.numel()} elements differ; max abs diff {abs_diff.max().item():.3g} "
         f"at index {index} ({ref} {e.flatten()[worst].item():.8g}, {new} {a.flatten()[worst].item():.8g}), "
         f"max rel diff {rel_diff.max().item():.3g}; allowed atol={tol.atol:g} rtol={tol.rtol:g}"
+        + (f", {tol.error_rate:g} of the elements at the tensor's scale" if tol.error_rate else "")
     )
+
+
+def _within_error_rate(bad: torch.Tensor, abs_diff: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> bool:
+    """The elements beyond tolerance are at most `error_rate` of the tensor, each within
+    tolerance of the tensor's largest magnitude (see Tolerance)."""
+    if not tol.error_rate or int(bad.sum()) > int(tol.error_rate * expected.numel()):
+        return False
+    return bool((abs_diff <= tol.atol + tol.rtol * expected.abs().max()).all())
 
 
 def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,

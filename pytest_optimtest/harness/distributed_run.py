@@ -21,7 +21,7 @@ from .compiled_run import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import constructor_params
-from .builder import loss_for, make_data, make_optimizer, model_factory
+from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype
 from .ranks import RankJob, RankPools, run_ranks
 
 
@@ -73,7 +73,7 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
     run), then in this process eagerly and compiled."""
     spec = case.distributed
     seed_all(case.seed + 1000)
-    batches = [make_data(case.data, "cpu", spec.batch)[0] for _ in range(spec.iterations)]
+    batches = [make_data(case.data, "cpu", spec.batch, dtype=param_dtype(case))[0] for _ in range(spec.iterations)]
     backend = "nccl" if case.device == "cuda" else "gloo"
     zero = "zero" in case.checks and zero_takes(case)
     start = time.perf_counter()
@@ -91,7 +91,7 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
 
 def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
     seed_all(case.seed)
-    model = model_factory(case)(device=case.device)
+    model = build_model(case)
     initial = _cpu_params(model)
     opt = make_optimizer(case, model)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
@@ -133,7 +133,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
     from torch.nn.parallel import DistributedDataParallel
 
     seed_all(case.seed)
-    model = model_factory(case)(device=case.device)
+    model = build_model(case)
     ddp = DistributedDataParallel(model, device_ids=[rank] if case.device.startswith("cuda") else None)
     if zero:
         params = constructor_params(case.params, ddp.module, case.device)

@@ -18,7 +18,7 @@ from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
-from .builder import make_data, model_factory
+from .builder import build_model, make_data, model_factory, param_dtype
 from .param_forms import form_name
 
 SECTION_KEY = "in_backward"
@@ -76,7 +76,7 @@ def needs_closure(optimizer_cls: type) -> bool:
 
 def make_model(case: Case, tied: bool) -> torch.nn.Module:
     seed_all(case.seed)
-    model = model_factory(case)(device=case.device)
+    model = build_model(case)
     if tied:
         for names in in_backward_section(case).tie:
             tie(model, names)
@@ -156,7 +156,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
             torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
 
         features = getattr(model_factory(case), "in_features", IN_FEATURES)
-        inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features)
+        inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features, dtype=param_dtype(case))
         for step in range(in_backward_section(case).steps):
             seed_all(case.seed + 1 + step)
             loss_fn(reference(inputs)).backward()
@@ -193,7 +193,7 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
 
         for opt in torch_api.in_backward_optimizers(model):
             opt.register_step_pre_hook(count)
-        inputs, loss_fn = make_data(case.data, case.device, batch=4,
+        inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case),
                                     features=getattr(model_factory(case), "in_features", IN_FEATURES))
         loss_fn(model(inputs)).backward()
     return max(calls.values(), default=0), without_grad[0]

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import make_optimizer, with_setup
+from .builder import make_optimizer, param_dtype, with_setup
 from .devices import seed_all
 from .snapshot import OptimizerSnapshot, snapshot
 
@@ -42,7 +42,8 @@ def law_params(case: Any, min_ndim: int = 0, empty: bool = True) -> dict[str, to
     """The law params, seeded by the case, on its device; shapes padded with leading 1s to
     `min_ndim` dimensions (optimizers of matrices), the empty one left out unless `empty`."""
     seed_all(case.seed)
-    return {name: torch.nn.Parameter(torch.randn((1,) * (min_ndim - len(shape)) + shape, device=case.device))
+    return {name: torch.nn.Parameter(torch.randn((1,) * (min_ndim - len(shape)) + shape, device=case.device)
+                                     .to(param_dtype(case)))
             for name, shape in LAW_PARAMS.items() if empty or name != "empty"}
 
 
@@ -51,7 +52,7 @@ def law_grads(case: Any, steps: int, params: dict[str, torch.nn.Parameter],
     """grads[step][name], drawn once so every run of a law sees the same ones: None per the
     schedule, or (`scheduled` false) a grad for every param at every step."""
     generator = torch.Generator().manual_seed(case.seed + 7919)
-    return [{name: torch.randn(p.shape, generator=generator).to(case.device) if not scheduled or has_grad(name, step)
+    return [{name: torch.randn(p.shape, generator=generator).to(p.device, p.dtype) if not scheduled or has_grad(name, step)
              else None for name, p in params.items()} for step in range(steps)]
 
 

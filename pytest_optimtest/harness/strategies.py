@@ -32,16 +32,17 @@ class Param:
     def __repr__(self) -> str:
         return f"Param({self.shape!r})" if self.layout == "contiguous" else f"Param({self.shape!r}, {self.layout!r})"
 
-    def build(self, device: str = "cpu", generator: torch.Generator | None = None) -> torch.Tensor:
-        """A leaf tensor of this shape and layout, filled from `generator`."""
+    def build(self, device: str = "cpu", generator: torch.Generator | None = None,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A leaf tensor of this shape, layout and dtype, drawn in float32 from `generator`."""
         shape = self.shape
         if self.layout == "transposed":
             base = torch.randn(*shape[:-2], shape[-1], shape[-2], generator=generator)
-            return base.to(device).transpose(-1, -2)
+            return base.to(device, dtype).transpose(-1, -2)
         if self.layout == "strided":
             base = torch.randn(*shape[:-1], 2 * shape[-1], generator=generator)
-            return base.to(device)[..., ::2]
-        return torch.randn(shape, generator=generator).to(device)
+            return base.to(device, dtype)[..., ::2]
+        return torch.randn(shape, generator=generator).to(device, dtype)
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,12 @@ class Params:
     def __repr__(self) -> str:
         return f"Params({', '.join(map(repr, self.params))})"
 
-    def build(self, device: str = "cpu", seed: int = 0) -> list[torch.Tensor]:
+    def build(self, device: str = "cpu", seed: int = 0, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
         """The tensors, seeded, each with a `.grad` of its own shape."""
         generator = torch.Generator().manual_seed(seed)
-        tensors = [p.build(device, generator) for p in self.params]
+        tensors = [p.build(device, generator, dtype) for p in self.params]
         for t in tensors:
-            t.grad = torch.randn(t.shape, generator=generator).to(device)
+            t.grad = torch.randn(t.shape, generator=generator).to(device, dtype)
         return tensors
 
 

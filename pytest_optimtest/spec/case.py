@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import DistributedSpec, Tolerance
+from .schema import DEFAULT_TOLERANCES, DistributedSpec, Tolerance
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,8 @@ class Variant:
     device: str
     closure: bool = False
     scheduler: str | None = None
-    primary: bool = False  # the first case's first grid combination: once-per-optimizer checks
+    dtype: str = "float32"
+    primary: bool = False  # the first case at its device and dtype, first grid combination: once-per-optimizer checks
     distributed: bool = False  # a case the spec's `distributed` section names
 
     @property
@@ -33,6 +34,7 @@ class Case:
     optimizer: str
     kwargs: dict[str, Any]
     device: str
+    dtype: str = "float32"  # the params' (and the data's) dtype
     steps: int = 2
     closure: bool = False
     scheduler: str | None = None
@@ -41,7 +43,7 @@ class Case:
     params: Any = "list"  # the spec's `params` form: list, named, model, or [ParamGroup]
     data: str = "random"
     seed: int = 0
-    tolerance: Tolerance = Tolerance(atol=1e-5, rtol=1.3e-6)
+    tolerance: Tolerance = DEFAULT_TOLERANCES["float32"]  # the one for `dtype`
     min_movement: float = 10.0
     fallback_random: bool = False
     timeout_s: float = 900

@@ -1,4 +1,4 @@
-"""Spec -> [Case]: cases x grid x schedulers x closure x devices, with stable ids."""
+"""Spec -> [Case]: cases x grid x schedulers x closure x dtypes x devices, with stable ids."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .context import CaseContext, SpecContext
 from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
-from .schema import CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec
+from .schema import DEFAULT_TOLERANCES, CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec, Tolerance
 from .values import build_kwargs, resolve, takes_keyword, value_problem
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
@@ -60,6 +60,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
 
     cases: list[Case] = []
     seen: dict[str, int] = {}
+    primary = _primary_cases(spec)
     per_variant = _PerVariant(spec, locator, checks, sections, context)
     for index, entry in enumerate(spec.cases):
         where = ("cases", index)
@@ -74,16 +75,17 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
             for combo, grid_values in enumerate(_grid(spec, device)):
                 kwargs = {**spec.kwargs, **entry.kwargs, **grid_values}
                 _check_constructor(optimizer_cls, kwargs, spec, where, locator)
-                for scheduler in _scheduler_names(entry, schedulers):
-                    for closure in entry.closure or spec.closure:
-                        variant = Variant(device, closure, scheduler, primary=index == 0 and combo == 0,
-                                          distributed=entry.name in distributed)
-                        case = _make_case(spec, entry, locator, line, prefix, grid_values, kwargs,
-                                          variant, per_variant)
-                        if case.id in seen:
-                            raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
-                        seen[case.id] = index
-                        cases.append(case)
+                for scheduler, closure, dtype in itertools.product(_scheduler_names(entry, schedulers),
+                                                                   entry.closure or spec.closure,
+                                                                   entry.dtypes or spec.dtypes):
+                    variant = Variant(device, closure, scheduler, dtype, distributed=entry.name in distributed,
+                                      primary=combo == 0 and primary[(device, dtype)] == index)
+                    case = _make_case(spec, entry, locator, line, prefix, grid_values, kwargs,
+                                      variant, per_variant)
+                    if case.id in seen:
+                        raise locator.error(where, f"duplicate test id {case.id!r}: cases[{seen[case.id]}] makes it too; give the cases distinct names")
+                    seen[case.id] = index
+                    cases.append(case)
     return [*cases, *_fuzz_cases(spec, locator, prefix, cases, optimizer_cls)]
 
 
@@ -148,6 +150,8 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         parts.append(scheduler.rpartition(":")[2].rpartition(".")[2].lower())
     if closure:
         parts.append("closure")
+    if variant.dtype != "float32":  # float32 ids stay what they were before the dtype axis
+        parts.append(variant.dtype)
     parts.append(device)
     case_id = "-".join(p for p in parts if p)
     applied = per_variant.applied(variant, case_id)
@@ -158,6 +162,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         optimizer=spec.optimizer,
         kwargs=kwargs,
         device=device,
+        dtype=variant.dtype,
         steps=entry.steps or spec.steps,
         closure=closure,
         scheduler=scheduler,
@@ -166,7 +171,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         params=spec.params,
         data=spec.data,
         seed=spec.seed,
-        tolerance=entry.tolerance or spec.tolerance,
+        tolerance=tolerance_for(variant.dtype, entry.tolerance or {}, spec.tolerance),
         min_movement=spec.min_movement,
         fallback_random=spec.fallback_random,
         timeout_s=spec.timeout_s,
@@ -219,6 +224,17 @@ def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], var
     return order(selected, checks)
 
 
+def _primary_cases(spec: Spec) -> dict[tuple[str, str], int]:
+    """(device, dtype) -> the index of the first case that runs there: its first grid combination
+    takes the once-per-optimizer checks at that device and dtype."""
+    first: dict[tuple[str, str], int] = {}
+    for index, entry in enumerate(spec.cases):
+        for device in entry.devices or spec.devices:
+            for dtype in entry.dtypes or spec.dtypes:
+                first.setdefault((device, dtype), index)
+    return first
+
+
 def _distributed_cases(spec: Spec, locator: Locator) -> set[str]:
     names = [c.name for c in spec.cases]
     chosen = spec.distributed.cases if spec.distributed.cases is not None else names[:1]
@@ -240,10 +256,16 @@ def _bound_case_count(spec: Spec, locator: Locator) -> None:
                 combos = 1
                 for axis in spec.grid.values():
                     combos *= len(axis.values) if axis.devices is None or device in axis.devices else 1
-                total += combos * len(_scheduler_names(entry, spec.schedulers)) * len(entry.closure or spec.closure)
+                total += (combos * len(_scheduler_names(entry, spec.schedulers)) * len(entry.closure or spec.closure)
+                          * len(entry.dtypes or spec.dtypes))
         if total > MAX_CASES:
             raise locator.error(("cases", index), f"the spec expands to more than {MAX_CASES:,} cases by this one "
-                                                  "(cases x grid x schedulers x closure x devices); split it into several specs")
+                                                  "(cases x grid x schedulers x closure x dtypes x devices); split it into several specs")
+
+
+def tolerance_for(dtype: Any, case: Mapping[Any, Tolerance], spec: Mapping[Any, Tolerance]) -> Tolerance:
+    """The case's tolerance at a param dtype: the case's, else the spec's, else the dtype's default."""
+    return case.get(dtype) or spec.get(dtype) or DEFAULT_TOLERANCES[dtype]
 
 
 def _id_part(key: str, value: Any) -> str:

@@ -15,7 +15,7 @@ from ...harness.devices import seed_all
 from ...harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
 from ...harness.in_backward_run import SECTION_KEY, in_backward_section
 from ...harness.isolation import isolated, isolated_case
-from ...harness.builder import make_optimizer
+from ...harness.builder import make_optimizer, param_dtype
 from ...harness.hypothesis_runs import run_property
 from ...harness.snapshot import snapshot
 from ...harness.strategies import Params, mlps, module_trees, param_lists, tree_input
@@ -65,7 +65,7 @@ def check_fuzz_parity(fuzz, runs) -> str:
 
 
 def _parity_example(case, params: Params, compiled, steps: int, seen: Counter, reasons: Counter) -> None:
-    eager_params, compiled_params = params.build(case.device, case.seed), params.build(case.device, case.seed)
+    eager_params, compiled_params = (params.build(case.device, case.seed, param_dtype(case)) for _ in range(2))
     opt, opt_c = make_optimizer(case, eager_params), make_optimizer(case, compiled_params)
     names = {p: f"params[{i}]" for i, p in enumerate(eager_params)}
     names_c = {p: f"params[{i}]" for i, p in enumerate(compiled_params)}

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from ...harness.compare import max_movement, tensor_difference, value_differences
 from ...harness.devices import seed_all
 from ...harness.isolation import isolated_case
-from ...harness.builder import make_optimizer
+from ...harness.builder import make_optimizer, param_dtype
 from ...harness.hypothesis_runs import run_property
 from ...spec.schema import Tolerance
 from ...harness.strategies import LAYOUTS, Param, Params, param_lists
@@ -36,10 +36,16 @@ from ..base import Check, NotApplicable
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
 
-def _grads(blueprint: Params, device: str, seed: int, steps: int) -> list[list[torch.Tensor]]:
-    """grads[step][i]: contiguous, of params[i]'s shape."""
-    generator = torch.Generator().manual_seed(seed + 7919)
-    return [[torch.randn(p.shape, generator=generator).to(device) for p in blueprint.params] for _ in range(steps)]
+def _built(blueprint: Params, case: Any, dtype: torch.dtype | None = None) -> list[torch.Tensor]:
+    """The drawn params, seeded by the case, in its param dtype (or `dtype`)."""
+    return blueprint.build(case.device, case.seed, dtype or param_dtype(case))
+
+
+def _grads(blueprint: Params, case: Any, steps: int, dtype: torch.dtype | None = None) -> list[list[torch.Tensor]]:
+    """grads[step][i]: contiguous, of params[i]'s shape, in the case's param dtype (or `dtype`)."""
+    generator = torch.Generator().manual_seed(case.seed + 7919)
+    return [[torch.randn(p.shape, generator=generator).to(case.device, dtype or param_dtype(case))
+             for p in blueprint.params] for _ in range(steps)]
 
 
 def _stepped(case: Any, params: list[torch.Tensor], grads: list[list[torch.Tensor]],
@@ -130,10 +136,10 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> str:
 
     def example(case: Any, params: Params, seen: Counter) -> None:
         tol, steps = case.tolerance, fuzz.settings["fuzz_elementwise"].steps
-        grads = _grads(params, case.device, case.seed, steps)
+        grads = _grads(params, case, steps)
         flat_grads = [[g.reshape(-1) for g in gs] for gs in grads]
-        initial = _flat(params.build(case.device, case.seed))
-        drawn, flat = params.build(case.device, case.seed), _flat(params.build(case.device, case.seed))
+        initial = _flat(_built(params, case))
+        drawn, flat = _built(params, case), _flat(_built(params, case))
         opt_drawn, opt_flat = _stepped(case, drawn, grads), _stepped(case, flat, flat_grads)
         for i, blueprint in enumerate(params.params):
             copy = "the same value as a one-element param" if blueprint.shape == () else "a contiguous 1-d copy of it"
@@ -173,9 +179,9 @@ def check_fuzz_maximize(fuzz: Any, runs: Any) -> str:
 
     def example(case: Any, params: Params, seen: Counter) -> None:
         tol, steps = case.tolerance, fuzz.settings["fuzz_maximize"].steps
-        grads = _grads(params, case.device, case.seed, steps)
-        initial = params.build(case.device, case.seed)
-        up, down = params.build(case.device, case.seed), params.build(case.device, case.seed)
+        grads = _grads(params, case, steps)
+        initial = _built(params, case)
+        up, down = _built(params, case), _built(params, case)
         opt_up = _stepped(case, up, grads, maximize=True)
         opt_down = _stepped(case, down, [[-g for g in gs] for gs in grads], maximize=False)
         labels = ("maximize=False on -g", "maximize=True on g")
@@ -199,8 +205,8 @@ def check_fuzz_dtypes(fuzz: Any, runs: Any) -> str:
     def example(case: Any, params: Params, seen: Counter) -> None:
         steps = fuzz.settings["fuzz_dtypes"].steps
         for dtype in dtypes:
-            grads = [[g.to(dtype) for g in gs] for gs in _grads(params, case.device, case.seed, steps)]
-            initial = [t.to(dtype) for t in params.build(case.device, case.seed)]
+            grads = _grads(params, case, steps, dtype)
+            initial = _built(params, case, dtype)
             tensors = [t.clone() for t in initial]
             device = tensors[0].device
             opt = _stepped(case, tensors, grads)
@@ -228,9 +234,9 @@ def check_fuzz_determinism(fuzz: Any, runs: Any) -> str:
     """Two fresh runs from the same seed give bitwise equal params and state."""
 
     def example(case: Any, params: Params, seen: Counter) -> None:
-        grads = _grads(params, case.device, case.seed, fuzz.settings["fuzz_determinism"].steps)
-        first, second = params.build(case.device, case.seed), params.build(case.device, case.seed)
-        initial = params.build(case.device, case.seed)
+        grads = _grads(params, case, fuzz.settings["fuzz_determinism"].steps)
+        first, second = _built(params, case), _built(params, case)
+        initial = _built(params, case)
         opt_first, opt_second = _stepped(case, first, grads), _stepped(case, second, grads)
         problems = [d for i in range(len(first))
                     for d in _param_differences(i, opt_first, first[i], opt_second, second[i], EXACT,
@@ -248,8 +254,8 @@ def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> str:
     """lr=0 leaves params bitwise unchanged, while the case's own lr moves them."""
 
     def example(case: Any, params: Params, seen: Counter) -> None:
-        grads = _grads(params, case.device, case.seed, fuzz.settings["fuzz_zero_lr"].steps)
-        initial, moving, still = (params.build(case.device, case.seed) for _ in range(3))
+        grads = _grads(params, case, fuzz.settings["fuzz_zero_lr"].steps)
+        initial, moving, still = (_built(params, case) for _ in range(3))
         zero = {"tensor": 0.0} if isinstance(case.kwargs.get("lr"), dict) and "tensor" in case.kwargs["lr"] else 0.0
         _stepped(case, moving, grads)
         _stepped(case, still, grads, lr=zero)

@@ -15,20 +15,24 @@ from ..base import Check
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
 
 
+COMPLEX = {"float32": torch.complex64, "float64": torch.complex128}  # torch has no complex bfloat16
+
+
 def check_complex(case: Any, runs: Any) -> str:
     require_own_params(case, "complex")
     laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
     with isolated_case(case):
         seed_all(case.seed)
         shape = (1,) * max(0, laws.min_ndim - 2) + (4, 3)
-        value = torch.randn(shape, dtype=torch.complex64, device=case.device)
+        complex_dtype = COMPLEX[case.dtype]
+        value = torch.randn(shape, dtype=complex_dtype, device=case.device)
         complex_param = torch.nn.Parameter(value.clone())
         real_param = torch.nn.Parameter(torch.view_as_real(value).clone())
         complex_opt = make_optimizer(case, [("z", complex_param)])
         real_opt = make_optimizer(case, [("z", real_param)])
         generator = torch.Generator().manual_seed(case.seed + 15485863)
         for step in range(steps):
-            grad = torch.randn(shape, dtype=torch.complex64, generator=generator).to(case.device)
+            grad = torch.randn(shape, dtype=complex_dtype, generator=generator).to(case.device)
             complex_param.grad, real_param.grad = grad.clone(), torch.view_as_real(grad).clone()
             for opt in (complex_opt, real_opt):
                 seed_all(case.seed + 1 + step)
@@ -43,4 +47,4 @@ def check_complex(case: Any, runs: Any) -> str:
 
 
 LAW_COMPLEX = Check("law_complex", check_complex, "a complex param steps like its view_as_real twin", "primary",
-                    section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.complex))
+                    dtypes=tuple(COMPLEX), section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.complex))

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ...harness.builder import make_optimizer
+from ...harness.builder import make_optimizer, param_dtype
 from ...harness.devices import seed_all
 from ...harness.isolation import isolated_case
 from ...spec.values import resolve
@@ -45,11 +45,11 @@ def _names_maximize(optimizer_cls: type) -> bool:
 def _losses(case: Any, steps: int) -> list[float]:
     """The problem's loss before each step and after the last."""
     seed_all(case.seed)
-    device = case.device
-    a, b = torch.randn(8, 4, device=device), torch.randn(8, 3, device=device)
-    target = torch.randn(4, 5, device=device)
-    contiguous = torch.nn.Parameter(torch.zeros(4, 3, device=device))
-    transposed = torch.nn.Parameter(torch.zeros(5, 4, device=device).t())  # non-contiguous
+    at = {"device": case.device, "dtype": param_dtype(case)}
+    a, b = torch.randn(8, 4).to(**at), torch.randn(8, 3).to(**at)
+    target = torch.randn(4, 5).to(**at)
+    contiguous = torch.nn.Parameter(torch.zeros(4, 3, **at))
+    transposed = torch.nn.Parameter(torch.zeros(5, 4, **at).t())  # non-contiguous
     optimizer = make_optimizer(case, [("contiguous", contiguous), ("transposed", transposed)])
 
     def loss_fn() -> torch.Tensor:

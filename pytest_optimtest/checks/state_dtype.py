@@ -1,0 +1,53 @@
+"""The state dtype contract of low-precision (or float64) params: the spec declares whether the
+optimizer's state follows the param's dtype or is kept in float32, and the eager step must keep it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import RootModel
+
+from ..harness.builder import make_optimizer, model_with_grads
+from ..harness.isolation import isolated_case
+from .base import Check, NotApplicable
+
+
+class StateDtype(RootModel[Literal["param", "float32"]]):
+    """The dtype of every state tensor but 0-d counters: `param` (the param's own, as torch.optim
+    keeps it) or `float32` (upcast by design, as low-precision optimizers keep it)."""
+
+
+def check_state_dtype(case: Any, runs: Any) -> str:
+    contract = case.sections["state_dtype"].root
+    with isolated_case(case):
+        model, _, _ = model_with_grads(case)
+        optimizer = make_optimizer(case, model)
+        with torch.no_grad():
+            for _ in range(case.steps):
+                optimizer.step()
+        names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
+        problems, checked = [], 0
+        for param, state in optimizer.state.items():
+            for key, value in state.items():
+                if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0):
+                    continue  # 0-d counters (step) are float32 by torch.optim's own convention
+                checked += 1
+                wanted = param.dtype if contract == "param" else torch.float32
+                if value.dtype != wanted:
+                    problems.append(f"state[{key!r}] of {names.get(param, 'a param')!r} is {value.dtype}, not {wanted}")
+    if not checked:
+        raise NotApplicable(f"{case.id}: after {case.steps} steps the optimizer keeps no state tensor (but 0-d "
+                            "counters): there is no state dtype to check")
+    if problems:
+        silently = {"param": "upcast (memory the user did not ask for, and eager/compiled twins that disagree)",
+                    "float32": "kept in the param's dtype (updates below its resolution are lost: training stalls)"}
+        raise AssertionError(f"{case.id}: {case.dtype} params: the spec declares `state_dtype: {contract}`, but the state "
+                             f"is {silently[contract]}:\n  " + "\n  ".join(problems))
+    kept = f"the params' {case.dtype}" if contract == "param" else "float32"
+    return f"{checked} state tensors in {kept}, as declared"
+
+
+CHECK = Check("state_dtype", check_state_dtype, "state tensors keep the declared dtype (the param's, or float32)",
+              "plain", dtypes=("bfloat16", "float16", "float64"), section=StateDtype,
+              declared=lambda contract: contract is not None)
