@@ -3,7 +3,7 @@ one line here registers it."""
 
 from __future__ import annotations
 
-from . import (compile_time, cudagraphs, distributed, in_backward, kernel_count, leak, modtracker, parity, recompile,
+from . import (compile_time, cudagraphs, distributed, fsdp, in_backward, kernel_count, leak, modtracker, parity, recompile,
                state_dict, state_dtype, step_properties)
 from .base import Check, NotApplicable
 from .hypothesis import fuzzed, metamorphic
@@ -28,6 +28,8 @@ BUILTIN: tuple[Check, ...] = (
     in_backward.NO_HOOK,
     distributed.DISTRIBUTED,
     distributed.ZERO,
+    fsdp.FSDP,
+    fsdp.CHECKPOINT,
     modtracker.CHECK,
     fuzzed.PARITY,
     fuzzed.IN_BACKWARD,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -62,6 +62,8 @@ class Check:
       compiled run's recompile phase), run only where a selected item needs them.
     - `declared(section)`: for a claim the spec's author makes (a law): whether the section
       declares it. A check that is not declared makes no items for the spec.
+    - `case_names(section, names)`: the spec cases (of all their `names`) it applies to, for a
+      check that costs too much to run on every case (it names them in its section).
     """
 
     name: str
@@ -79,6 +81,7 @@ class Check:
     metrics: Metrics | None = None
     needs: tuple[SharedRunPhase, ...] = ()
     declared: Callable[[Any], bool] | None = None
+    case_names: Callable[[Any, list[str]], Collection[str]] | None = None
 
     @property
     def key(self) -> str:

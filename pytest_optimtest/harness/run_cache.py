@@ -9,6 +9,7 @@ from ..spec.case import Case
 from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
+from .fsdp_run import FsdpRun, run_fsdp
 from .ranks import RankPools
 
 CaseKey = tuple[str, str]  # (spec file, case id): ids repeat across spec files
@@ -31,6 +32,10 @@ class RunCache:
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""
         return self._get("distributed", case, lambda c: run_distributed(c, self.rank_pools))
+
+    def fsdp(self, case: Case) -> FsdpRun:
+        """The FSDP2-sharded runs of `case` and its one-process reference (fsdp, checkpoint)."""
+        return self._get("fsdp", case, lambda c: run_fsdp(c, self.rank_pools))
 
     def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.key)

@@ -303,3 +303,50 @@ def mod_tracker() -> Any:
     from torch.distributed._tools.mod_tracker import ModTracker
 
     return ModTracker()
+
+
+# FSDP2 and torch.distributed.checkpoint: public since torch 2.6, imported where used (heavy, and
+# only the fsdp and checkpoint checks need them).
+
+def device_mesh(device_type: str, world_size: int) -> Any:
+    """A 1-D device mesh over the process group's ranks."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device_type, (world_size,))
+
+
+def fully_shard(module: torch.nn.Module, mesh: Any) -> None:
+    """FSDP2: shard the module's own params over the mesh (they become DTensors)."""
+    from torch.distributed.fsdp import fully_shard as shard
+
+    shard(module, mesh=mesh)
+
+
+def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor gathered whole; any other tensor as it is."""
+    from torch.distributed.tensor import DTensor
+
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+def dcp_save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str) -> None:
+    """The model's and optimizer's state, saved with DCP as a training job saves it."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)},
+             checkpoint_id=folder)
+
+
+def dcp_load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str) -> None:
+    """Load a DCP checkpoint into the model and optimizer, resharded to this process group (or to
+    this one process, with no process group at all)."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+                                                         set_model_state_dict, set_optimizer_state_dict)
+
+    state: dict[str, Any] = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)}
+    dcp.load(state, checkpoint_id=folder, no_dist=not (dist.is_available() and dist.is_initialized()))
+    set_model_state_dict(model, state["model"])
+    set_optimizer_state_dict(model, optimizer, state["optim"])

@@ -16,6 +16,7 @@ class Variant:
     closure: bool = False
     scheduler: str | None = None
     dtype: str = "float32"
+    case: str = ""  # the spec case's name
     primary: bool = False  # the first case at its device and dtype, first grid combination: once-per-optimizer checks
     distributed: bool = False  # a case the spec's `distributed` section names
 

@@ -78,7 +78,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                 for scheduler, closure, dtype in itertools.product(_scheduler_names(entry, schedulers),
                                                                    entry.closure or spec.closure,
                                                                    entry.dtypes or spec.dtypes):
-                    variant = Variant(device, closure, scheduler, dtype, distributed=entry.name in distributed,
+                    variant = Variant(device, closure, scheduler, dtype, entry.name, distributed=entry.name in distributed,
                                       primary=combo == 0 and primary[(device, dtype)] == index)
                     case = _make_case(spec, entry, locator, line, prefix, grid_values, kwargs,
                                       variant, per_variant)
@@ -217,8 +217,13 @@ def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], var
         if not declared(name):
             raise locator.error(("checks", index), f"{name!r} checks a claim the spec does not make: declare it under "
                                                    f"{checks[name].key!r}")
-    selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant) and declared(c)]
-    applicable = [c for c in checks if checks[c].applies_to(variant) and declared(c)]
+    def named(name: str) -> bool:
+        check = checks[name]
+        return check.case_names is None or variant.case in check.case_names(sections.get(check.key),
+                                                                            [c.name for c in spec.cases])
+
+    selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant) and declared(c) and named(c)]
+    applicable = [c for c in checks if checks[c].applies_to(variant) and declared(c) and named(c)]
     for name, needed in missing_prerequisites(selected, applicable, checks):
         raise locator.error(("checks",), f"check {name!r} needs {needed!r} (its prerequisite) on {case_id}; add {needed!r} to checks")
     return order(selected, checks)

@@ -1,0 +1,132 @@
+"""FSDP2: the optimizer over DTensor params sharded on N ranks, eager and compiled, equals it over
+whole params in one process; and its DCP checkpoint resumes at another world size exactly like
+the run that never stopped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ..harness.compare import listed, value_differences
+from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, train_whole, unavailable_reason
+from ..harness.vacuity import require_moved
+from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
+from .base import Check, NotApplicable
+
+
+class FsdpSpec(StrictModel):
+    """The fsdp and checkpoint checks. Ranks, train steps, global batch and timeout are the
+    `distributed` section's; every rank trains on the whole global batch."""
+
+    cases: list[str] | None = Field(None, description="names of the cases to shard, with their scheduler variants "
+                                    "(default: the first case)")
+    compiled: bool = Field(True, description="also compile the optimizer step over the DTensor params")
+    recompiles: int | None = Field(None, ge=0, le=MAX_COMPILES, description="recompiles the sharded compiled step may "
+                                   "take over the train steps (default: reported, not checked)")
+    load_world_sizes: list[int] = Field([1], min_length=1, description="world sizes the checkpoint is loaded at "
+                                        "(1: one process, whole params, no process group)")
+    tolerance: Tolerance | None = Field(None, description="default: the case's")
+
+
+def _case_names(section: FsdpSpec | None, names: list[str]) -> list[str]:
+    return names[:1] if section is None or section.cases is None else section.cases
+
+
+def _validate(section: FsdpSpec, spec: Any) -> None:
+    names = [c.name for c in spec.spec.cases]
+    for i, name in enumerate(section.cases or ()):
+        if name not in names:
+            raise spec.error(("fsdp", "cases", i), f"no case named {name!r}; the cases: {', '.join(names)}")
+    for i, size in enumerate(section.load_world_sizes):
+        if not 1 <= size <= 64:
+            raise spec.error(("fsdp", "load_world_sizes", i), f"a world size from 1 to 64, got {size}")
+
+
+def _run(case: Any, runs: Any) -> FsdpRun:
+    reason = unavailable_reason(case)
+    if reason:
+        raise NotApplicable(reason)
+    return runs.fsdp(case)
+
+
+def _tolerance(case: Any) -> Tolerance:
+    return case.sections["fsdp"].tolerance or case.tolerance
+
+
+def _raised(case: Any, what: str, trained: Trained) -> None:
+    if trained.error:
+        raise AssertionError(f"{case.id}: {what} raised on rank 0 (the same step over whole params in one process "
+                             f"does not): {trained.error}")
+
+
+def _differences(label: str, reference: Trained, other: Trained, tol: Tolerance) -> list[str]:
+    labels = ("one process", label)
+    return (value_differences("param", reference.params, other.params, tol, labels)
+            + value_differences("state", reference.state, other.state, tol, labels)
+            + value_differences("param_groups", reference.groups, other.groups, tol, labels))
+
+
+def check_fsdp(case: Any, runs: Any) -> str:
+    run = _run(case, runs)
+    section, tol, ws, steps = case.sections["fsdp"], _tolerance(case), run.world_size, case.distributed.iterations
+    _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
+    if run.compiled is not None:
+        _raised(case, "the compiled step over FSDP2-sharded (DTensor) params", run.compiled)
+    moved = require_moved(case.id, run.initial, run.reference.params, tol, case.min_movement,
+                          f"over {steps} one-process train steps", f"; raise lr or distributed.iterations in {case.location}")
+    problems = [f"eager sharded: {d}" for d in _differences(f"sharded on {ws} ranks", run.reference, run.eager, tol)]
+    if run.compiled is not None:
+        if run.compiled.graphs == 0:
+            problems.append("compiled sharded: torch.compile captured no graph of the step over DTensor params, so "
+                            "the compiled comparison did not happen")
+        compiled = _differences(f"compiled, sharded on {ws} ranks", run.reference, run.compiled, tol)
+        problems += [f"compiled sharded: {d}" for d in compiled]
+        allowed = section.recompiles
+        if allowed is not None and len(run.compiled.recompiles) > allowed:
+            problems.append(f"the sharded compiled step recompiled {len(run.compiled.recompiles)} times over {steps} "
+                            f"steps, the spec allows {allowed} (fsdp.recompiles): " + "; ".join(run.compiled.recompiles[:2]))
+    if problems:
+        raise AssertionError(f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
+                             f"{ws} {_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
+    said = f"eager{' and compiled' if run.compiled is not None else ''} over DTensor params on {ws} ranks"
+    if run.compiled is not None:
+        said += f" ({run.compiled.graphs} graphs, {len(run.compiled.recompiles)} recompiles)"
+    return f"{said} equal one process: {len(run.reference.params)} params and their state; moved {moved:.3g} tol; {run.seconds:.1f}s"
+
+
+def check_checkpoint(case: Any, runs: Any) -> str:
+    run = _run(case, runs)
+    _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
+    tol, steps, ws = _tolerance(case), case.distributed.iterations, run.world_size
+    never_stopped = train_whole(case, run.batches)
+    problems: list[str] = []
+    for size in case.sections["fsdp"].load_world_sizes:
+        at = "one process (whole params)" if size == 1 else f"{size} ranks"
+        resumed = resume_on_ranks(run, size, runs.rank_pools)
+        if resumed.error or resumed.loaded is None:
+            problems.append(f"loading at {at} raised: {resumed.error}")
+            continue
+        loaded = _differences(f"loaded at {at}", run.eager, resumed.loaded, tol)
+        problems += [f"right after loading at {at}, vs the state saved on {ws} ranks: {d}" for d in loaded]
+        if not loaded:
+            problems += [f"resumed at {at}, {steps} steps on: {d}"
+                         for d in _differences(f"resumed at {at}", never_stopped, resumed, tol)]
+    if problems:
+        raise AssertionError(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
+                             f"{steps} steps does not resume like the run that never stopped:" + listed(problems))
+    sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
+    entries = sum(len(s) for s in run.eager.state.values())
+    return (f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
+            f"state and param groups as saved, and {steps} more steps equal the run that never stopped")
+
+
+def _backend(case: Any) -> str:
+    return "nccl" if case.device == "cuda" else "gloo"
+
+
+FSDP = Check("fsdp", check_fsdp, "FSDP2-sharded params on N ranks, eager and compiled, vs whole params in one process",
+             "no_closure", section=FsdpSpec, validate=_validate, case_names=_case_names)
+CHECKPOINT = Check("checkpoint", check_checkpoint, "DCP state saved on N ranks resumes at another world size like the "
+                   "run that never stopped", "no_closure", section=FsdpSpec, section_key="fsdp",
+                   case_names=_case_names, apply_after=("fsdp",))

@@ -1,0 +1,236 @@
+"""FSDP2: the case's optimizer over DTensor params sharded with `fully_shard` on N ranks, eager
+and compiled, against the same optimizer over whole params in one process; and its state saved
+with torch.distributed.checkpoint (DCP) and resumed at another world size.
+
+Every rank trains on the whole global batch. FSDP2 averages the ranks' gradients, and the
+average of equal gradients is the one-process gradient, so what differs is the optimizer on
+shards against the optimizer on whole params, not the data parallelism.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from ..spec.case import Case
+from . import torch_api
+from .blame import blame
+from .builder import build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype, step_scheduler
+from .devices import seed_all
+from .distributed_run import unavailable_reason as unavailable_reason  # the same rank pools, the same limits
+from .isolation import isolated_case
+from .ranks import RankJob, RankPools, run_ranks
+
+
+@dataclass
+class Trained:
+    """What a run ended with, whole and on CPU, keyed by param name; or the exception it raised."""
+
+    params: dict[str, torch.Tensor] = field(default_factory=dict)
+    state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    groups: list[dict[str, Any]] = field(default_factory=list)  # param groups, less their params
+    scheduler: dict[str, Any] | None = None  # the LR scheduler's state_dict
+    recompiles: list[str] = field(default_factory=list)  # compiled: dynamo's message for each recompile
+    graphs: int = 0
+    error: str | None = None  # what raised, where, and whose doing it is
+    loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
+
+
+@dataclass
+class FsdpRun:
+    """The sharded runs (rank 0's view), the one-process reference, and the checkpoint folder."""
+
+    case: Case
+    batches: list[torch.Tensor]  # 2 x iterations global batches: the checkpoint check resumes on the second half
+    initial: dict[str, torch.Tensor]
+    reference: Trained  # one process, whole params, eager, `iterations` steps
+    eager: Trained
+    compiled: Trained | None
+    world_size: int
+    seconds: float
+    folder: tempfile.TemporaryDirectory  # the eager sharded run's DCP checkpoint, after `iterations` steps
+
+    @property
+    def checkpoint(self) -> str:
+        return self.folder.name
+
+
+@dataclass(frozen=True)
+class _Train:
+    case: Case
+    batches: list[torch.Tensor]
+    compiled: bool
+    checkpoint: str | None  # save the state here after the last batch
+
+
+@dataclass(frozen=True)
+class _Resume:
+    case: Case
+    batches: list[torch.Tensor]  # those after the checkpoint
+    checkpoint: str
+    scheduler: dict[str, Any] | None
+
+
+def run_fsdp(case: Case, pools: RankPools | None = None) -> FsdpRun:
+    """The case's sharded runs on `distributed.world_size` ranks (eager, and compiled unless the
+    spec says not), and the one-process reference."""
+    spec, section = case.distributed, case.sections["fsdp"]
+    seed_all(case.seed + 1000)
+    batches = [make_data(case.data, "cpu", spec.batch, dtype=param_dtype(case))[0] for _ in range(2 * spec.iterations)]
+    trained = batches[:spec.iterations]
+    folder = tempfile.TemporaryDirectory(prefix="optimtest-dcp-")
+    start = time.perf_counter()
+    eager = _on_ranks(case, _Train(case, trained, False, folder.name), pools)
+    compiled = _on_ranks(case, _Train(case, trained, True, None), pools) if section.compiled else None
+    seconds = time.perf_counter() - start
+    with isolated_case(case):
+        seed_all(case.seed)
+        initial = {n: p.detach().cpu().clone() for n, p in build_model(case).named_parameters()}
+        reference = train_whole(case, batches[:spec.iterations])
+    return FsdpRun(case, batches, initial, reference, eager, compiled, spec.world_size, seconds, folder)
+
+
+def _on_ranks(case: Case, payload: Any, pools: RankPools | None, world_size: int | None = None) -> Trained:
+    function = "train_main" if isinstance(payload, _Train) else "resume_main"
+    job = RankJob(f"pytest_optimtest.harness.fsdp_run:{function}", payload, world_size or case.distributed.world_size,
+                  _backend(case), case.distributed.timeout_s)
+    return run_ranks(job, pools)[0]  # full tensors: every rank holds the same
+
+
+def resume_on_ranks(run: FsdpRun, world_size: int, pools: RankPools | None = None) -> Trained:
+    """The eager sharded run's checkpoint loaded on `world_size` ranks (1: this process, whole params
+    and no process group, as a user loads it to evaluate or fine-tune), trained on the second half."""
+    iterations = run.case.distributed.iterations
+    payload = _Resume(run.case, run.batches[iterations:], run.checkpoint, run.eager.scheduler)
+    if world_size == 1:
+        with isolated_case(run.case):
+            return _guarded(lambda: _resume(payload, None))
+    return _on_ranks(run.case, payload, pools, world_size)
+
+
+def train_whole(case: Case, batches: list[torch.Tensor]) -> Trained:
+    """The reference: the case's eager optimizer over whole params, in this process."""
+    seed_all(case.seed)
+    model = build_model(case)
+    optimizer = make_optimizer(case, model)
+    scheduler = make_scheduler(case, optimizer) if case.scheduler else None
+    _train(case, model, optimizer, optimizer.step, scheduler, batches)
+    return _trained(model, optimizer, scheduler)
+
+
+def _backend(case: Case) -> str:
+    return "nccl" if case.device == "cuda" else "gloo"
+
+
+def _rank_case(case: Case, rank: int) -> Case:
+    if case.device == "cuda":
+        torch.cuda.set_device(rank)
+        return replace(case, device=f"cuda:{rank}")
+    return case
+
+
+def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
+    """One rank: shard the model, train, gather; save the state with DCP when asked."""
+    case = _rank_case(payload.case, rank)
+    torch_api.reset_compile_state()
+    with torch_api.recording_recompiles() as recompiles:
+        result = _guarded(lambda: _train_sharded(case, payload, world_size))
+    result.recompiles, result.graphs = list(recompiles), torch_api.captured_graph_count()
+    torch_api.reset_compile_state()
+    return result
+
+
+def resume_main(payload: _Resume, rank: int, world_size: int) -> Trained:
+    """One rank: shard the model, load the checkpoint into it and the optimizer, train on."""
+    case = _rank_case(payload.case, rank)
+    return _guarded(lambda: _resume(replace(payload, case=case), _mesh(case, world_size)))
+
+
+def _train_sharded(case: Case, payload: _Train, world_size: int) -> Trained:
+    seed_all(case.seed)
+    model = _sharded(build_model(case), _mesh(case, world_size))
+    optimizer = make_optimizer(case, model)
+    scheduler = make_scheduler(case, optimizer) if case.scheduler else None
+    step = compile_step(optimizer) if payload.compiled else optimizer.step
+    _train(case, model, optimizer, step, scheduler, payload.batches)
+    if payload.checkpoint:
+        torch_api.dcp_save(model, optimizer, payload.checkpoint)
+    return _trained(model, optimizer, scheduler)
+
+
+def _resume(payload: _Resume, mesh: Any) -> Trained:
+    case = payload.case
+    seed_all(case.seed)
+    model = build_model(case)
+    if mesh is not None:
+        model = _sharded(model, mesh)
+    optimizer = make_optimizer(case, model)
+    scheduler = make_scheduler(case, optimizer) if case.scheduler else None  # made before loading, as a training script does
+    torch_api.dcp_load(model, optimizer, payload.checkpoint)
+    if scheduler is not None and payload.scheduler is not None:
+        scheduler.load_state_dict(payload.scheduler)
+    loaded = _trained(model, optimizer, scheduler)
+    _train(case, model, optimizer, optimizer.step, scheduler, payload.batches)
+    return replace(_trained(model, optimizer, scheduler), loaded=loaded)
+
+
+def _mesh(case: Case, world_size: int) -> Any:
+    return torch_api.device_mesh("cuda" if case.device.startswith("cuda") else "cpu", world_size)
+
+
+def _sharded(model: torch.nn.Module, mesh: Any) -> torch.nn.Module:
+    """fully_shard on every module that holds params of its own, then on the root (FSDP2's usual wrapping)."""
+    for module in list(model.modules())[1:]:
+        if next(module.parameters(recurse=False), None) is not None:
+            torch_api.fully_shard(module, mesh)
+    torch_api.fully_shard(model, mesh)
+    return model
+
+
+def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: Callable[[], Any],
+           scheduler: Any, batches: list[torch.Tensor]) -> None:
+    loss_fn = loss_for(case.data)
+    for index, batch in enumerate(batches):
+        loss_fn(model(batch.to(case.device))).backward()
+        seed_all(case.seed + 1 + index)
+        with torch.no_grad():  # compile_step's raw step leaves grad mode to its caller
+            step()
+        optimizer.zero_grad()
+        if scheduler is not None:
+            step_scheduler(scheduler)
+
+
+def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> Trained:
+    names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
+    return Trained(
+        params={name: _whole(p) for name, p in model.named_parameters()},
+        state={names.get(p, f"unnamed {i}"): {k: _whole(v) for k, v in s.items()}
+               for i, (p, s) in enumerate(optimizer.state.items())},
+        groups=[{k: _whole(v) for k, v in g.items() if k != "params"} for g in optimizer.param_groups],
+        scheduler=scheduler.state_dict() if scheduler is not None else None,
+    )
+
+
+def _whole(value: Any) -> Any:
+    """A DTensor gathered whole, any tensor detached and copied to CPU; other values as they are."""
+    if isinstance(value, torch.Tensor):
+        return torch_api.full_tensor(value).detach().cpu().clone()
+    return value
+
+
+def _guarded(run: Callable[[], Trained]) -> Trained:
+    """The run's result, or the exception it raised as text with its line and whose doing it is
+    (pickled back to the test process, where a traceback object cannot go)."""
+    try:
+        return run()
+    except Exception as exc:  # the optimizer's (or torch's) failure on sharded params is the verdict
+        found = blame(exc)
+        where = found.where or found.innermost
+        return Trained(error=(f"{type(exc).__name__}: {exc}\n  raised at {where} ({found.owner}'s doing)\n"
+                              + (found.traceback() or "".join(traceback.format_exception(exc)[-6:]))))
