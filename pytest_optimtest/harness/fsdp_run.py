@@ -40,11 +40,13 @@ class Trained:
     graphs: int = 0
     error: str | None = None  # what raised, where, and whose doing it is
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
+    continued: Trained | None = None  # a checkpointed run: what it held after training on, never stopped
 
 
 @dataclass
 class FsdpRun:
-    """The sharded runs (rank 0's view), the one-process reference, and the checkpoint folder."""
+    """The sharded runs (rank 0's view), the one-process reference, and the checkpoint folder.
+    The eager sharded run saves its state after `iterations` steps and trains on (`continued`)."""
 
     case: Case
     batches: list[torch.Tensor]  # 2 x iterations global batches: the checkpoint check resumes on the second half
@@ -66,7 +68,7 @@ class _Train:
     case: Case
     batches: list[torch.Tensor]
     compiled: bool
-    checkpoint: str | None  # save the state here after the last batch
+    checkpoint: str | None  # save the state here after `iterations` batches, then train on through the rest
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,10 @@ def run_fsdp(case: Case, pools: RankPools | None = None) -> FsdpRun:
     spec, section = case.distributed, case.sections["fsdp"]
     seed_all(case.seed + 1000)
     batches = [make_data(case.data, "cpu", spec.batch, dtype=param_dtype(case))[0] for _ in range(2 * spec.iterations)]
-    trained = batches[:spec.iterations]
     folder = tempfile.TemporaryDirectory(prefix="optimtest-dcp-")
     start = time.perf_counter()
-    eager = _on_ranks(case, _Train(case, trained, False, folder.name), pools)
-    compiled = _on_ranks(case, _Train(case, trained, True, None), pools) if section.compiled else None
+    eager = _on_ranks(case, _Train(case, batches, False, folder.name), pools)
+    compiled = _on_ranks(case, _Train(case, batches[:spec.iterations], True, None), pools) if section.compiled else None
     seconds = time.perf_counter() - start
     with isolated_case(case):
         seed_all(case.seed)
@@ -158,10 +159,14 @@ def _train_sharded(case: Case, payload: _Train, world_size: int) -> Trained:
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
     step = compile_step(optimizer) if payload.compiled else optimizer.step
-    _train(case, model, optimizer, step, scheduler, payload.batches)
+    iterations = case.distributed.iterations
+    _train(case, model, optimizer, step, scheduler, payload.batches[:iterations])
+    trained = _trained(model, optimizer, scheduler)
     if payload.checkpoint:
         torch_api.dcp_save(model, optimizer, payload.checkpoint)
-    return _trained(model, optimizer, scheduler)
+        _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
+        trained.continued = _trained(model, optimizer, scheduler)
+    return trained
 
 
 def _resume(payload: _Resume, mesh: Any) -> Trained:
@@ -176,7 +181,7 @@ def _resume(payload: _Resume, mesh: Any) -> Trained:
     if scheduler is not None and payload.scheduler is not None:
         scheduler.load_state_dict(payload.scheduler)
     loaded = _trained(model, optimizer, scheduler)
-    _train(case, model, optimizer, optimizer.step, scheduler, payload.batches)
+    _train(case, model, optimizer, optimizer.step, scheduler, payload.batches, first=case.distributed.iterations)
     return replace(_trained(model, optimizer, scheduler), loaded=loaded)
 
 
@@ -194,9 +199,10 @@ def _sharded(model: torch.nn.Module, mesh: Any) -> torch.nn.Module:
 
 
 def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: Callable[[], Any],
-           scheduler: Any, batches: list[torch.Tensor]) -> None:
+           scheduler: Any, batches: list[torch.Tensor], first: int = 0) -> None:
+    """Train steps on `batches`, the first being train step number `first` (it seeds the step)."""
     loss_fn = loss_for(case.data)
-    for index, batch in enumerate(batches):
+    for index, batch in enumerate(batches, start=first):
         loss_fn(model(batch.to(case.device))).backward()
         seed_all(case.seed + 1 + index)
         with torch.no_grad():  # compile_step's raw step leaves grad mode to its caller

@@ -1,0 +1,77 @@
+"""Optimizers that break where production runs them (low precision, sharded params, resharded
+checkpoints) and nowhere else; each is caught by one check."""
+
+from __future__ import annotations
+
+import torch
+from planted import PlainSGD
+
+
+class MomentumSGD(PlainSGD):
+    """SGD with a momentum buffer in the param's dtype: correct, and what torch.optim.SGD keeps."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.mul_(0.9).add_(p.grad)
+                p.add_(buf, alpha=-group["lr"])
+
+
+class CompiledUpcastSGD(MomentumSGD):
+    """A compiled-only fast path that lerps the float32 grad into a buffer of the param's dtype:
+    one dtype at float32, a dtype mix that lerp_ rejects at bf16."""
+
+    def _update(self) -> None:
+        if not torch.compiler.is_compiling():
+            return super()._update()
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.lerp_(p.grad.float() * 10, 0.1)  # = 0.9 buf + g, in one kernel
+                p.add_(buf, alpha=-group["lr"])
+
+
+class LocalNormSGD(PlainSGD):
+    """Normalizes the update by the global grad norm, summed over each param's local shard to save
+    a collective: right over whole params, wrong over FSDP2's DTensor shards."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            local = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad for p in params]
+            norm = torch.stack([g.pow(2).sum() for g in local]).sum().sqrt()
+            for p, g in zip(params, local):
+                update = g / (norm + 1e-8)
+                (p.to_local() if hasattr(p, "to_local") else p).add_(update, alpha=-group["lr"])
+
+
+class NumpySGD(PlainSGD):
+    """Takes the grad through numpy (a CPU-only trick): a DTensor has no numpy()."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                grad = torch.from_numpy(p.grad.numpy())
+                p.add_(grad, alpha=-group["lr"])
+
+
+class LateStateSGD(MomentumSGD):
+    """Adds the previous buffer to the update, kept from its second step on: torch.distributed.checkpoint
+    loads into the state that one zero-grad step creates, so that key is dropped on load."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                elif "previous" not in state:
+                    state["previous"] = state["momentum_buffer"].clone()
+                else:
+                    state["previous"].copy_(state["momentum_buffer"])
+                buf = state["momentum_buffer"]
+                buf.mul_(0.9).add_(p.grad)
+                p.add_(buf, alpha=-group["lr"])
+                if "previous" in state:
+                    p.add_(state["previous"], alpha=-group["lr"])

@@ -1,0 +1,173 @@
+"""The regimes where optimizers break in production: the dtype axis and state_dtype contract,
+FSDP2-sharded params (fsdp) and DCP checkpoints resumed at another world size (checkpoint)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import cases_from, one_case
+
+from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.harness.compare import tensor_difference
+from pytest_optimtest.harness.compiled_run import CompiledStepOnlyError
+from pytest_optimtest.harness.ranks import RankFailure
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.spec import SpecError
+from pytest_optimtest.spec.schema import DEFAULT_TOLERANCES, Tolerance
+
+
+def run(check, case, runs=None):
+    return CHECKS[check].run(case, runs or RunCache())
+
+
+def failure(check, case, runs=None) -> str:
+    with pytest.raises(AssertionError) as info:
+        run(check, case, runs)
+    return str(info.value)
+
+
+# The dtype axis
+
+def test_dtypes_cross_the_cases_and_float32_ids_stay_as_they_were(tmp_path):
+    cases = cases_from(tmp_path, """
+optimizer: torch.optim.SGD
+kwargs: {lr: 0.1}
+tolerance: {atol: 1.0e-4, rtol: 1.0e-5}
+cases:
+  - name: default
+  - name: momentum
+    kwargs: {momentum: 0.9}
+    dtypes: [float32, bfloat16]
+    tolerance: {bfloat16: {atol: 1.0e-3, rtol: 2.0e-2}}
+  - name: double
+    dtypes: [float64]
+laws: {untouched: true}
+""")
+    by_id = {c.id: c for c in cases}
+    assert list(by_id) == ["sgd-default-cpu", "sgd-momentum-cpu", "sgd-momentum-bfloat16-cpu", "sgd-double-float64-cpu"]
+    assert by_id["sgd-momentum-bfloat16-cpu"].dtype == "bfloat16"
+    assert by_id["sgd-default-cpu"].tolerance == Tolerance(atol=1e-4, rtol=1e-5)  # a bare tolerance is float32's
+    assert by_id["sgd-momentum-bfloat16-cpu"].tolerance == Tolerance(atol=1e-3, rtol=2e-2)  # the case's, for its dtype
+    assert by_id["sgd-double-float64-cpu"].tolerance == DEFAULT_TOLERANCES["float64"]
+    # once-per-optimizer checks run once per dtype: on the first case that runs at it
+    assert [c.id for c in cases if "law_untouched" in c.checks] == ["sgd-default-cpu", "sgd-momentum-bfloat16-cpu",
+                                                                     "sgd-double-float64-cpu"]
+
+
+@pytest.mark.parametrize("text, where, says", [
+    ("dtypes: [bf16]\n", "dtypes[0]", "'float32', 'bfloat16', 'float16' or 'float64'"),
+    ("tolerance: {bfloat16: {atol: 1}, half: {atol: 1, rtol: 1}}\n", "tolerance", ""),
+    ("state_dtype: fp32\n", "state_dtype", "'param' or 'float32'"),
+    ("fsdp: {cases: [defualt]}\n", "fsdp.cases[0]", "no case named 'defualt'"),
+])
+def test_bad_dtype_and_fsdp_keys_name_line_and_key(tmp_path, text, where, says):
+    with pytest.raises(SpecError) as info:
+        cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n" + text)
+    message = str(info.value)
+    assert "spec.yaml:3" in message and where in message and says in message
+
+
+def test_low_precision_tolerance_allows_cancelling_elements_at_the_tensors_scale():
+    expected = torch.tensor([1.0, -0.5, 0.75, 0.001] * 5)
+    cancelled = expected.clone()
+    cancelled[3] += 0.004  # 4x its own value, but under 1.6e-2 of the tensor's largest (1.0)
+    bf16 = DEFAULT_TOLERANCES["bfloat16"]
+    assert tensor_difference("p", expected, cancelled, bf16) is None
+    assert "1/20 elements differ" in tensor_difference("p", expected, cancelled, Tolerance(atol=1e-5, rtol=1.6e-2))
+    beyond_scale = expected.clone()
+    beyond_scale[3] += 0.05
+    assert "1/20 elements differ" in tensor_difference("p", expected, beyond_scale, bf16)
+    too_many = expected.clone()
+    too_many[3::4] += 0.004  # 5 of 20 elements: over the 10% error rate
+    assert "5/20 elements differ" in tensor_difference("p", expected, too_many, bf16)
+
+
+def _spec(optimizer: str, extra: str = "", dtypes: str = "[bfloat16]") -> str:
+    return f"optimizer: {optimizer}\nkwargs: {{lr: 0.01}}\ndtypes: {dtypes}\n{extra}"
+
+
+def test_a_step_whose_compiled_form_rejects_bf16_fails_parity_at_bf16_only(tmp_path):
+    fp32, bf16 = cases_from(tmp_path, _spec("planted_production:CompiledUpcastSGD", "checks: [parity]\n",
+                                            "[float32, bfloat16]"))
+    assert "equal" in run("parity", fp32)
+    with pytest.raises(CompiledStepOnlyError) as info:
+        run("parity", bf16)
+    assert "only the compiled step raised" in str(info.value) and "expected dtype torch.bfloat16" in str(info.value)
+
+
+def test_state_dtype_contract(tmp_path):
+    case = one_case(tmp_path, _spec("planted_production:MomentumSGD", "state_dtype: param\nchecks: [state_dtype]\n"))
+    assert "state tensors in the params' bfloat16" in run("state_dtype", case)
+    case = one_case(tmp_path, _spec("planted_production:MomentumSGD", "state_dtype: float32\nchecks: [state_dtype]\n"))
+    message = failure("state_dtype", case)
+    assert "state['momentum_buffer'] of '0.weight' is torch.bfloat16, not torch.float32" in message
+    assert "training stalls" in message
+    case = one_case(tmp_path, _spec("planted:UpcastMomentumSGD", "state_dtype: param\nchecks: [state_dtype]\n"))
+    assert "upcast" in failure("state_dtype", case)
+
+
+def test_state_dtype_makes_no_item_where_it_cannot_tell_the_contracts_apart(tmp_path):
+    undeclared = cases_from(tmp_path, _spec("torch.optim.SGD", dtypes="[float32, bfloat16]"))
+    assert not any("state_dtype" in c.checks for c in undeclared)
+    declared = cases_from(tmp_path, _spec("torch.optim.SGD", "state_dtype: param\n", "[float32, bfloat16]"))
+    assert [c.id for c in declared if "state_dtype" in c.checks] == ["sgd-default-bfloat16-cpu"]
+
+
+def test_torch_optim_adam_passes_every_check_at_bf16(tmp_path):
+    case = one_case(tmp_path, _spec("torch.optim.Adam", "state_dtype: param\nchecks: [parity, state_dtype, in_backward]\n"))
+    runs = RunCache()
+    for check in case.checks:
+        assert run(check, case, runs)
+
+
+# FSDP2 and resharded checkpoints (2 gloo ranks)
+
+def _fsdp(optimizer: str, section: str = "{}", checks: str = "[fsdp, checkpoint]") -> str:
+    return f"optimizer: {optimizer}\nkwargs: {{lr: 0.05}}\nfsdp: {section}\nchecks: {checks}\n"
+
+
+def test_adam_with_a_tensor_lr_resumes_at_one_process_and_at_two_ranks(tmp_path):
+    case = one_case(tmp_path, "optimizer: torch.optim.Adam\nkwargs: {lr: {tensor: 0.01}}\n"
+                              "fsdp: {load_world_sizes: [1, 2], recompiles: 0}\nchecks: [fsdp, checkpoint]\n")
+    runs = RunCache()
+    said = run("fsdp", case, runs)
+    assert "eager and compiled over DTensor params on 2 ranks" in said and "0 recompiles" in said
+    assert "loaded at world size 1, 2" in run("checkpoint", case, runs)
+    assert runs.cases_run == 1  # one sharded run feeds both checks
+    runs.close()
+
+
+def test_a_global_norm_summed_per_shard_passes_whole_and_fails_sharded(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:LocalNormSGD", checks="[parity, fsdp]"))
+    assert "equal" in run("parity", case)
+    message = failure("fsdp", case)
+    assert "eager sharded: param['0.weight']" in message and "2 gloo ranks" in message
+
+
+def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp]"))
+    message = failure("fsdp", case)
+    assert ".numpy() is not supported for tensor subclasses" in message
+    assert "planted_production.py" in message and "(optimizer's doing)" in message
+
+
+def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:LateStateSGD", "{compiled: false}"))
+    runs = RunCache()
+    assert "equal one process" in run("fsdp", case, runs)
+    message = failure("checkpoint", case, runs)
+    assert "state['0.weight']['previous']: missing in loaded at one process" in message
+    assert "Create every state key on the first step" in message
+
+
+def test_a_crashed_rank_fails_the_fsdp_item(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted:CrashOnRank1", checks="[fsdp]"))
+    with pytest.raises(RankFailure, match=r"rank 1 failed \(exit code 3\)"):
+        run("fsdp", case)
+
+
+def test_fsdp_runs_the_first_case_unless_named(tmp_path):
+    text = "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\ncases: [{name: a}, {name: b}]\n"
+    assert [c.id for c in cases_from(tmp_path, text) if "fsdp" in c.checks] == ["sgd-a-cpu"]
+    named = [c.id for c in cases_from(tmp_path, text + "fsdp: {cases: [b]}\n") if "checkpoint" in c.checks]
+    assert named == ["sgd-b-cpu"]
