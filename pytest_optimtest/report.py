@@ -27,6 +27,7 @@ def record(item: Any, metrics: dict[str, Any]) -> dict[str, Any]:
     case = item.case
     return {
         "spec": _relative(case.spec_path), "case": case.id, "check": item.check, "device": case.device,
+        "dtype": getattr(case, "dtype", "float32"),
         "optimizer": getattr(case, "optimizer", None), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
         "metrics": metrics,
     }
@@ -99,10 +100,10 @@ def _reason(report: Any, outcome: str) -> str:
 def compatibility_table(report: dict[str, Any]) -> str:
     """Markdown: one row per optimizer, one column per check; each non-pass numbered, with its reason below."""
     items = report.get("items", [])
-    checks = list(dict.fromkeys(r["check"] for r in items))
+    checks = list(dict.fromkeys(_column(r) for r in items))
     rows: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in items:
-        rows[r.get("optimizer") or r["case"]][r["check"]].append(r)
+        rows[r.get("optimizer") or r["case"]][_column(r)].append(r)
     marks = {"passed": "pass", "xfailed": "xfail", "skipped": "skip", "failed": "**FAIL**", "error": "**ERROR**"}
     notes: list[str] = []
     numbers: dict[str, int] = {}
@@ -130,6 +131,12 @@ def compatibility_table(report: dict[str, Any]) -> str:
     summary = ", ".join(f"{c} {counts[c]}" for c in checks)
     return "\n".join([f"torch {report.get('torch', '?')}: {len(rows)} optimizers; passing every case, per check: {summary}.",
                       "", *lines, "", *notes]) + "\n"
+
+
+def _column(record: dict[str, Any]) -> str:
+    """The table column of an item: its check, and its param dtype unless float32."""
+    dtype = record.get("dtype", "float32")
+    return record["check"] if dtype == "float32" else f"{record['check']} {dtype}"
 
 
 def terminal_table(rows: list[dict[str, Any]]) -> list[str]:

@@ -369,13 +369,17 @@ def test_compatibility_table_renders_one_row_per_optimizer_and_one_note_per_reas
     items = [{"optimizer": "pkg:Good", "check": "parity", "case": "good-cpu", "outcome": "passed", "reason": "ok"},
              {"optimizer": "pkg:Bad", "check": "parity", "case": "bad-cpu", "outcome": "xfailed", "reason": "no graph"},
              {"optimizer": "pkg:Bad", "check": "recompile", "case": "bad-cpu", "outcome": "xfailed", "reason": "no graph"},
-             {"optimizer": "pkg:Good", "check": "recompile", "case": "good-cpu", "outcome": "failed", "reason": "steady recompile"}]
+             {"optimizer": "pkg:Good", "check": "recompile", "case": "good-cpu", "outcome": "failed", "reason": "steady recompile"},
+             {"optimizer": "pkg:Good", "check": "parity", "case": "good-bfloat16-cpu", "dtype": "bfloat16",
+              "outcome": "passed", "reason": "ok"}]
     report = tmp_path / "r.json"
     report.write_text(json.dumps({"torch": "2.13", "items": items}))
     assert cli(["table", str(report)]) == 0
     out = capsys.readouterr().out
-    assert "| `pkg:Bad` | xfail [1] | xfail [1] |" in out and "| `pkg:Good` | pass | **FAIL** [2] |" in out
-    assert "1. `pkg:Bad` (bad-cpu): no graph" in out and "passing every case, per check: parity 1, recompile 0" in out
+    assert "| `pkg:Bad` | xfail [1] | xfail [1] |  |" in out and "| `pkg:Good` | pass | **FAIL** [2] | pass |" in out
+    assert "| optimizer | parity | recompile | parity bfloat16 |" in out  # a dtype other than float32: its own column
+    assert "1. `pkg:Bad` (bad-cpu): no graph" in out
+    assert "passing every case, per check: parity 1, recompile 0, parity bfloat16 1" in out
 
 
 def test_update_mode_and_gate_read_any_checks_metrics(tmp_path):

@@ -67,6 +67,16 @@ def test_bad_dtype_and_fsdp_keys_name_line_and_key(tmp_path, text, where, says):
     assert "spec.yaml:3" in message and where in message and says in message
 
 
+def test_a_case_may_run_its_own_checks(tmp_path):
+    text = ("optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [parity, recompile]\n"
+            "cases: [{name: default}, {name: bf16, dtypes: [bfloat16], checks: [parity]}]\n")
+    by_id = {c.id: c for c in cases_from(tmp_path, text)}
+    assert by_id["sgd-default-cpu"].checks == ("parity", "recompile")
+    assert by_id["sgd-bf16-bfloat16-cpu"].checks == ("parity",)
+    with pytest.raises(SpecError, match=r"spec.yaml:4: \[cases\[1\]\.checks\[0\]\] unknown check 'parityy'"):
+        cases_from(tmp_path, text.replace("checks: [parity]}", "checks: [parityy]}"))
+
+
 def test_low_precision_tolerance_allows_cancelling_elements_at_the_tensors_scale():
     expected = torch.tensor([1.0, -0.5, 0.75, 0.001] * 5)
     cancelled = expected.clone()

@@ -178,8 +178,8 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         setup=spec.setup,
         distributed=spec.distributed,
         checks=applied,
-        skip=_rule_reasons(spec.skip, case_id, device, applied),
-        xfail=_rule_reasons(spec.xfail, case_id, device, applied),
+        skip=_rule_reasons(spec.skip, case_id, device, applied, variant.dtype),
+        xfail=_rule_reasons(spec.xfail, case_id, device, applied, variant.dtype),
         sections=per_variant.sections,
         expected=per_variant.expected(applied, case_id, device),
     )
@@ -213,19 +213,23 @@ def _ordered_checks(spec: Spec, locator: Locator, checks: Mapping[str, Any], var
         check = checks[name]
         return check.declared is None or bool(check.declared(sections.get(check.key)))
 
-    for index, name in enumerate(spec.checks or ()):
+    index = next((i for i, c in enumerate(spec.cases) if c.name == variant.case), None)
+    own = spec.cases[index].checks if index is not None else None
+    where, chosen = (("cases", index, "checks"), own) if own is not None else (("checks",), spec.checks)
+    for at, name in enumerate(chosen or ()):
         if not declared(name):
-            raise locator.error(("checks", index), f"{name!r} checks a claim the spec does not make: declare it under "
-                                                   f"{checks[name].key!r}")
+            raise locator.error((*where, at), f"{name!r} checks a claim the spec does not make: declare it under "
+                                              f"{checks[name].key!r}")
+
     def named(name: str) -> bool:
         check = checks[name]
         return check.case_names is None or variant.case in check.case_names(sections.get(check.key),
                                                                             [c.name for c in spec.cases])
 
-    selected = [c for c in (spec.checks or checks) if checks[c].applies_to(variant) and declared(c) and named(c)]
+    selected = [c for c in (chosen or checks) if checks[c].applies_to(variant) and declared(c) and named(c)]
     applicable = [c for c in checks if checks[c].applies_to(variant) and declared(c) and named(c)]
     for name, needed in missing_prerequisites(selected, applicable, checks):
-        raise locator.error(("checks",), f"check {name!r} needs {needed!r} (its prerequisite) on {case_id}; add {needed!r} to checks")
+        raise locator.error(where, f"check {name!r} needs {needed!r} (its prerequisite) on {case_id}; add {needed!r} to checks")
     return order(selected, checks)
 
 
@@ -294,10 +298,12 @@ def _scheduler_names(entry: CaseSpec, schedulers: dict[str, Any]) -> list[str | 
     return [None]
 
 
-def _rule_reasons(rules: list, case_id: str, device: str, checks: tuple[str, ...]) -> dict[str, str]:
+def _rule_reasons(rules: list, case_id: str, device: str, checks: tuple[str, ...],
+                  dtype: str = "float32") -> dict[str, str]:
     reasons: dict[str, str] = {}
     for rule in rules:
-        if fnmatch.fnmatchcase(case_id, rule.cases) and (rule.devices is None or device in rule.devices):
+        if (fnmatch.fnmatchcase(case_id, rule.cases) and (rule.devices is None or device in rule.devices)
+                and (rule.dtypes is None or dtype in rule.dtypes)):
             for check in rule.checks or checks:
                 reasons.setdefault(check, rule.reason)
     return reasons
@@ -329,9 +335,12 @@ def _resolve_scheduler(name: str, locator: Locator) -> type:
 
 
 def _check_names(spec: Spec, locator: Locator, check_names: list[str]) -> None:
-    for i, name in enumerate(spec.checks or []):
-        if name not in check_names:
-            raise locator.error(("checks", i), f"unknown check {name!r}{did_you_mean(name, check_names)}; known: {', '.join(check_names)}")
+    lists = [(("checks",), spec.checks)] + [(("cases", i, "checks"), c.checks) for i, c in enumerate(spec.cases)]
+    for where, names in lists:
+        for i, name in enumerate(names or []):
+            if name not in check_names:
+                raise locator.error((*where, i), f"unknown check {name!r}{did_you_mean(name, check_names)}; known: "
+                                                 f"{', '.join(check_names)}")
     for kind in ("skip", "xfail"):
         for i, rule in enumerate(getattr(spec, kind)):
             for j, name in enumerate(rule.checks or []):

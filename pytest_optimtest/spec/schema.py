@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model, field_validator, model_validator
 
 Device = Literal["cpu", "cuda", "mps"]
+Dtype = Literal["float32", "bfloat16", "float16", "float64"]
 NAME = r"^[a-z0-9][a-z0-9_]*$"
 TORCH_VERSION = re.compile(r"^\d+\.\d+$")
 MAX_STEPS = 1000  # optimizer steps, train iterations: a typo like 10**20 is a spec error, not a hang
@@ -35,16 +36,17 @@ class Tolerance(StrictModel):
                               "the tensor's scale (bf16/fp16 rounding where a subtraction cancels)")
 
 
-Dtype = Literal["float32", "bfloat16", "float16", "float64"]
 # Compiled vs eager, per param dtype. float64 keeps float32's: compiled steps compute their scalars
 # (bias corrections from a float32 step) in float32, 7e-6 relative on Adam's float64 params (torch 2.13
-# CPU). bf16 and fp16: two machine epsilons, and cancelling elements at the tensor's scale; twelve
-# torch.optim optimizers had at most 4% (bf16) and 5.5% (fp16) of param elements beyond 2 eps in 5 steps.
+# CPU). bf16 and fp16: inductor keeps a fused step's intermediates in float32 where eager rounds after
+# every op, and the state carries the difference into the next step: on torch 2.13 CPU the torch.optim
+# optimizers' bf16 params and state differ by up to 6 ulps after 6 steps (ASGD), 4 eps relative, in up
+# to 20% of a tensor's elements (AdamW's 10-element bias), those at the tensor's scale.
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float32": Tolerance(atol=1e-5, rtol=1.3e-6),
     "float64": Tolerance(atol=1e-5, rtol=1.3e-6),
-    "bfloat16": Tolerance(atol=1e-5, rtol=1.6e-2, error_rate=0.1),
-    "float16": Tolerance(atol=1e-5, rtol=2e-3, error_rate=0.1),
+    "bfloat16": Tolerance(atol=1e-5, rtol=3.2e-2, error_rate=0.25),
+    "float16": Tolerance(atol=1e-5, rtol=4e-3, error_rate=0.25),
 }
 
 
@@ -71,6 +73,7 @@ class Rule(StrictModel):
 
     cases: str = Field("*", description="fnmatch pattern over case ids, e.g. '*-tensor_lr-*'")
     devices: list[Device] | None = None
+    dtypes: list[Dtype] | None = Field(None, description="param dtypes the rule holds at")
     checks: list[str] | None = None
     torch: list[Any] | None = Field(None, description="torch versions the rule holds for, e.g. ['2.11'] (a torch bug fixed later)")
     reason: str = Field(min_length=1)
@@ -101,6 +104,7 @@ class CaseSpec(StrictModel):
     devices: list[Device] | None = None
     closure: list[bool] | None = None
     dtypes: list[Dtype] | None = Field(None, min_length=1, description="param dtypes of this case (default: the spec's)")
+    checks: list[str] | None = Field(None, description="checks of this case (default: the spec's `checks`)")
     steps: int | None = Field(None, ge=1, le=MAX_STEPS)
     tolerance: Tolerances | None = Field(None, description="per dtype, over the spec's; a bare {atol, rtol} is float32's")
 

@@ -43,7 +43,8 @@ def _names_maximize(optimizer_cls: type) -> bool:
 
 
 def _losses(case: Any, steps: int) -> list[float]:
-    """The problem's loss before each step and after the last."""
+    """The problem's loss before each step and after the last, measured in float64 (a bf16 loss
+    cannot show the small steps a bf16 optimizer takes)."""
     seed_all(case.seed)
     at = {"device": case.device, "dtype": param_dtype(case)}
     a, b = torch.randn(8, 4).to(**at), torch.randn(8, 3).to(**at)
@@ -52,13 +53,18 @@ def _losses(case: Any, steps: int) -> list[float]:
     transposed = torch.nn.Parameter(torch.zeros(5, 4, **at).t())  # non-contiguous
     optimizer = make_optimizer(case, [("contiguous", contiguous), ("transposed", transposed)])
 
-    def loss_fn() -> torch.Tensor:
+    def loss_fn(*tensors: torch.Tensor) -> torch.Tensor:
+        a, b, target, contiguous, transposed = tensors
         return (a @ contiguous - b).pow(2).mean() + (transposed - target).pow(2).mean()
+
+    def measured() -> float:
+        with torch.no_grad():
+            return float(loss_fn(*(t.double() for t in (a, b, target, contiguous, transposed))))
 
     def closure() -> torch.Tensor:
         with torch.enable_grad():
             optimizer.zero_grad()
-            loss = loss_fn()
+            loss = loss_fn(a, b, target, contiguous, transposed)
             loss.backward()
         return loss
 
@@ -66,29 +72,13 @@ def _losses(case: Any, steps: int) -> list[float]:
     losses = []
     for step in range(steps):
         seed_all(case.seed + 1 + step)
-        if takes_closure:
-            losses.append(float(_step_with(optimizer, closure)))
-        else:
-            losses.append(float(closure()))
-            with torch.no_grad():
-                optimizer.step()
-    with torch.no_grad():
-        losses.append(float(loss_fn()))
+        losses.append(measured())
+        if not takes_closure:
+            closure()
+        with torch.no_grad():  # the closure enables grad for itself, as the harness's closures do
+            optimizer.step(closure) if takes_closure else optimizer.step()  # type: ignore[arg-type]
+    losses.append(measured())
     return losses
-
-
-def _step_with(optimizer: torch.optim.Optimizer, closure: Any) -> torch.Tensor:
-    """The loss the closure computed before the update (a step may return something else, or nothing)."""
-    seen: list[torch.Tensor] = []
-
-    def recording() -> torch.Tensor:
-        loss = closure()
-        seen.append(loss.detach())
-        return loss
-
-    with torch.no_grad():  # the closure enables grad for itself, as the harness's closures do
-        optimizer.step(recording)  # type: ignore[arg-type]  # torch types closures as returning float
-    return seen[0] if seen else closure().detach()
 
 
 LAW_DESCENT = Check("law_descent", check_descent, "steps on a convex problem lower the loss (raise it under maximize)",
