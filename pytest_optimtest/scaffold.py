@@ -48,6 +48,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     name = cls.__name__.lower()
     form, factory, form_lines = _params_form(cls, {"lr": lr} if takes_keyword(cls, "lr") else {})  # type: ignore[arg-type]  # a class
     lr, lr_note = _moving_lr(cls, form, factory, lr, max(default_lr, 1e-2)) if takes_keyword(cls, "lr") else (lr, "")  # type: ignore[arg-type]
+    state_dtype = _probed_state_dtype(cls, form, factory, lr if takes_keyword(cls, "lr") else None)  # type: ignore[arg-type]
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
@@ -75,13 +76,15 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "  - name: tensor_lr",
         f"    kwargs: {{lr: {{tensor: {lr!r}}}}}",
         "    schedulers: true",
+        *_low_precision(cls, form, factory, lr, max(default_lr, 1e-2)),
         "schedulers:",
         "  StepLR: {step_size: 1, gamma: 0.5}",
         "  CosineAnnealingLR: {T_max: 10}",
         "closure: [false, true]",
         "devices: [cpu, cuda]",
         "kernel_counts: {}  # fill in with --optim-update-expected",
-        *_properties(cls),
+        *_state_dtype_lines(state_dtype),
+        *_properties(cls, state_dtype == "param"),
         *_laws(cls, lr, factory is two_linear_no_bias),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
@@ -156,13 +159,53 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
 MOVEMENT = 20.0  # tolerances the params must move in two steps: twice the checks' min_movement
 
 
-def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float) -> tuple[float, str]:
+def _low_precision(cls: type, form: Any, factory: Any, lr: float, most: float) -> list[str]:
+    """A bf16 case, its lr raised where bf16's tolerance needs a step that moves more."""
+    head = "  - name: low_precision  # bf16 params (README: where optimizers break in production)"
+    if not takes_keyword(cls, "lr"):
+        return [head, "    dtypes: [bfloat16]"]
+    bf16_lr, note = _moving_lr(cls, form, factory, lr, most, torch.bfloat16)
+    kwargs = [f"    kwargs: {{lr: {bf16_lr!r}}}" + (f"  # at bf16: {note}" if note else "")] if bf16_lr != lr or note else []
+    return [head, *kwargs, "    dtypes: [bfloat16]"]
+
+
+def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) -> str:
+    """`param` or `float32` when two steps over bf16 params keep every state tensor (but 0-d
+    counters) in that dtype; otherwise what was seen, for a comment."""
+    torch.manual_seed(0)
+    model = factory().to(torch.bfloat16)
+    try:
+        optimizer = construct(cls, form, model, {"lr": lr} if lr is not None else {}, "cpu")
+        model(torch.randn(10, IN_FEATURES, dtype=torch.bfloat16)).pow(2).sum().backward()
+        for _ in range(2):
+            optimizer.step()
+    except Exception as exc:  # the optimizer's verdict on bf16 params
+        return f"its step raised over bf16 params ({_first_line(exc)})"
+    seen = {str(v.dtype).removeprefix("torch.") for state in optimizer.state.values() for v in state.values()
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() > 0}
+    if seen == {"bfloat16"}:
+        return "param"
+    if seen == {"float32"}:
+        return "float32"
+    return f"over bf16 params its state tensors are {', '.join(sorted(seen))}" if seen else "it keeps no state tensor"
+
+
+def _state_dtype_lines(state_dtype: str) -> list[str]:
+    if state_dtype == "param":
+        return ["state_dtype: param  # over bf16 params two steps kept its state in bf16: declared, checked at bf16"]
+    if state_dtype == "float32":
+        return ["state_dtype: float32  # over bf16 params two steps kept its state in float32 (upcast by design)"]
+    return [f"# state_dtype: param or float32, the dtype it keeps its state in: init could not tell ({state_dtype})"]
+
+
+def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
+               dtype: torch.dtype = torch.float32) -> tuple[float, str]:
     """(lr, note): the smallest of lr, 10 lr, ... (up to `most`) at which two steps move the params
     MOVEMENT default tolerances, so the checks compare a step that did something (an optimizer
     idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
     tried = []
     while True:
-        moved = _movement(cls, form, factory, lr)
+        moved = _movement(cls, form, factory, lr, dtype)
         tried.append(f"{lr:g}: {moved:.3g}" if moved is not None else f"{lr:g}: raised")
         if moved is None or moved >= MOVEMENT or lr * 10 > most * (1 + 1e-9):
             break
@@ -175,10 +218,10 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float) -> tu
                 f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
 
 
-def _movement(cls: type, form: Any, factory: Any, lr: float) -> float | None:
-    """Largest param movement, in the spec's default tolerance, of two eager steps on fixed grads;
+def _movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype = torch.float32) -> float | None:
+    """Largest param movement, in the dtype's default tolerance, of two eager steps on fixed grads;
     None if they raised."""
-    moved, problem = _stepped(cls, form, {"lr": lr}, factory, steps=2)
+    moved, problem = _stepped(cls, form, {"lr": lr}, factory, steps=2, dtype=dtype)
     return None if problem else moved
 
 
@@ -186,20 +229,22 @@ def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str
     return _stepped(cls, form, kwargs, factory, steps=1)[1]
 
 
-def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int) -> tuple[float, str | None]:
-    """(largest param movement in default tolerances, what the steps raised) of `steps` eager steps
-    of a fresh model's optimizer on one seeded batch's grads."""
+def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
+             dtype: torch.dtype = torch.float32) -> tuple[float, str | None]:
+    """(largest param movement in the dtype's default tolerances, what the steps raised) of `steps`
+    eager steps of a fresh model's optimizer on one seeded batch's grads."""
     torch.manual_seed(0)
-    model = factory()
+    model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
-        model(torch.randn(10, IN_FEATURES)).pow(2).sum().backward()
+        model(torch.randn(10, IN_FEATURES).to(dtype)).pow(2).sum().backward()
         for _ in range(steps):
             optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
         return 0.0, _first_line(exc)
-    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, DEFAULT_TOLERANCES["float32"]), None
+    tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
+    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance), None
 
 
 def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:
@@ -223,12 +268,14 @@ def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:
     return lines
 
 
-def _properties(cls: type) -> list[str]:
-    """The metamorphic properties the constructor allows; elementwise commented out (init cannot know)."""
+def _properties(cls: type, state_follows_param: bool) -> list[str]:
+    """The metamorphic properties the constructor allows; elementwise commented out (init cannot know),
+    dtypes only where the state follows the param's dtype."""
     every = "{examples: {ci: 10, dev: 20}}"
     lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (README: properties beyond parity)",
-             f"  determinism: {every}  # two runs from one seed are bitwise equal",
-             f"  dtypes: {every}  # params and state keep dtype (bfloat16, float64); drop if state is upcast by design"]
+             f"  determinism: {every}  # two runs from one seed are bitwise equal"]
+    if state_follows_param:
+        lines.append(f"  dtypes: {every}  # params and state keep their dtype (bfloat16, float64)")
     if takes_keyword(cls, "maximize"):
         lines.append(f"  maximize: {every}  # maximize on grad g equals minimize on -g, state included")
     if takes_keyword(cls, "lr"):

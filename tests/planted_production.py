@@ -75,3 +75,18 @@ class LateStateSGD(MomentumSGD):
                 p.add_(buf, alpha=-group["lr"])
                 if "previous" in state:
                     p.add_(state["previous"], alpha=-group["lr"])
+
+
+def scalar_scale(device: str = "cpu") -> torch.nn.Module:
+    """A model with a 0-d param (a learned scale): FSDP2 shards params along dim 0, and has none here."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(10, 10, device=device)
+            self.scale = torch.nn.Parameter(torch.tensor(1.0, device=device))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x) * self.scale
+
+    return Scaled()

@@ -47,7 +47,10 @@ def _run(case: Any, runs: Any) -> FsdpRun:
     reason = unavailable_reason(case)
     if reason:
         raise NotApplicable(reason)
-    return runs.fsdp(case)
+    run = runs.fsdp(case)
+    if run.eager.unshardable:
+        raise NotApplicable(f"FSDP2's fully_shard refuses the spec's model {case.model}: {run.eager.unshardable}")
+    return run
 
 
 def _tolerance(case: Any) -> Tolerance:

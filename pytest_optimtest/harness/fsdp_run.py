@@ -39,6 +39,7 @@ class Trained:
     recompiles: list[str] = field(default_factory=list)  # compiled: dynamo's message for each recompile
     graphs: int = 0
     error: str | None = None  # what raised, where, and whose doing it is
+    unshardable: str | None = None  # why fully_shard refused the spec's model
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
     continued: Trained | None = None  # a checkpointed run: what it held after training on, never stopped
 
@@ -155,7 +156,11 @@ def resume_main(payload: _Resume, rank: int, world_size: int) -> Trained:
 
 def _train_sharded(case: Case, payload: _Train, world_size: int) -> Trained:
     seed_all(case.seed)
-    model = _sharded(build_model(case), _mesh(case, world_size))
+    model = build_model(case)
+    try:
+        _sharded(model, _mesh(case, world_size))
+    except Exception as exc:  # the spec's model, not the optimizer: the checks cannot apply
+        return Trained(unshardable=f"{type(exc).__name__}: {exc}")
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
     step = compile_step(optimizer) if payload.compiled else optimizer.step

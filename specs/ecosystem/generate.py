@@ -12,7 +12,10 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 LAW_CHECKS = ["law_equivalent", "law_untouched", "law_param_groups", "law_descent"]
-CHECKS = ["parity", "recompile", "graph_breaks", "state_dict", "no_leak", *LAW_CHECKS]
+CHECKS = ["parity", "recompile", "graph_breaks", "state_dict", "no_leak", *LAW_CHECKS, "fsdp", "checkpoint"]
+# Issue 24's regimes: FSDP2 on 2 gloo ranks with a DCP checkpoint resumed in one process (the default case),
+# and parity at bf16 params (a case of its own, running parity alone: the ecosystem's bf16 column).
+LOW_PRECISION = ["cases:", "  - name: default", "  - name: low_precision", "    dtypes: [bfloat16]", "    checks: [parity]"]
 PACKAGES = {  # import name -> (distribution, pinned version): the `ecosystem` extra
     "pytorch_optimizer": ("pytorch-optimizer", "4.1.0"),
     "torch_optimizer": ("torch-optimizer", "0.3.0"),
@@ -273,6 +276,7 @@ def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
              f"requires: [{module}]",
              f"kwargs: {_flow(kwargs)}"]
     lines += [f"{key}: {value}" for key, value in extra.items()]
+    lines += LOW_PRECISION
     lines.append(f"checks: [{', '.join(CHECKS)}]")
     lines += laws_text(module, cls, kwargs)
     rules = xfails(module, cls)
