@@ -107,6 +107,10 @@ def check_checkpoint(case: Any, runs: Any) -> str:
     run = _run(case, runs)
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
     tol, steps, ws = _tolerance(case), case.distributed.iterations, run.world_size
+    if run.eager.save_error:
+        raise AssertionError(f"{case.id}: saving the optimizer's state with torch.distributed.checkpoint "
+                             f"(get_optimizer_state_dict, dcp.save) on {ws} ranks after {steps} steps raised: "
+                             f"{run.eager.save_error}")
     never_stopped = run.eager.continued
     assert never_stopped is not None  # the eager sharded run always trains on after saving
     problems: list[str] = []

@@ -26,6 +26,7 @@ from .devices import seed_all
 from .distributed_run import unavailable_reason as unavailable_reason  # the same rank pools, the same limits
 from .isolation import isolated_case
 from .ranks import RankJob, RankPools, run_ranks
+from .snapshot import SIMPLE, snapshot
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Trained:
     graphs: int = 0
     error: str | None = None  # what raised, where, and whose doing it is
     unshardable: str | None = None  # why fully_shard refused the spec's model
+    save_error: str | None = None  # what torch.distributed.checkpoint raised saving the state
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
     continued: Trained | None = None  # a checkpointed run: what it held after training on, never stopped
 
@@ -168,7 +170,11 @@ def _train_sharded(case: Case, payload: _Train, world_size: int) -> Trained:
     _train(case, model, optimizer, step, scheduler, payload.batches[:iterations])
     trained = _trained(model, optimizer, scheduler)
     if payload.checkpoint:
-        torch_api.dcp_save(model, optimizer, payload.checkpoint)
+        try:
+            torch_api.dcp_save(model, optimizer, payload.checkpoint)
+        except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
+            trained.save_error = _described(exc)
+            return trained
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
         trained.continued = _trained(model, optimizer, scheduler)
     return trained
@@ -218,30 +224,49 @@ def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
 
 
 def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> Trained:
-    names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
-    return Trained(
-        params={name: _whole(p) for name, p in model.named_parameters()},
-        state={names.get(p, f"unnamed {i}"): {k: _whole(v) for k, v in s.items()}
-               for i, (p, s) in enumerate(optimizer.state.items())},
-        groups=[{k: _whole(v) for k, v in g.items() if k != "params"} for g in optimizer.param_groups],
-        scheduler=scheduler.state_dict() if scheduler is not None else None,
-    )
+    """What the run holds, as parity snapshots it (state keyed by param name, group values by what
+    they are), every tensor gathered whole: picklable, and comparable with the one-process run."""
+    taken = snapshot(optimizer, {p: name for name, p in model.named_parameters()})
+    return Trained(params=_portable(taken.params), state=_portable(taken.state), groups=_portable(taken.groups),
+                   scheduler=scheduler.state_dict() if scheduler is not None else None)
 
 
-def _whole(value: Any) -> Any:
-    """A DTensor gathered whole, any tensor detached and copied to CPU; other values as they are."""
+def _portable(value: Any) -> Any:
+    """Tensors (DTensors gathered) on CPU, containers walked, plain values as they are; any other
+    object by its type's name: it cannot cross to the test process, and two runs' objects of one
+    type compare equal by that name."""
     if isinstance(value, torch.Tensor):
         return torch_api.full_tensor(value).detach().cpu().clone()
-    return value
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_portable(v) for v in value)
+    if isinstance(value, SIMPLE):
+        return value
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def _guarded(run: Callable[[], Trained]) -> Trained:
-    """The run's result, or the exception it raised as text with its line and whose doing it is
-    (pickled back to the test process, where a traceback object cannot go)."""
+    """The run's result, or the exception it raised as text (pickled back to the test process,
+    where a traceback object cannot go)."""
     try:
         return run()
-    except Exception as exc:  # the optimizer's (or torch's) failure on sharded params is the verdict
-        found = blame(exc)
-        where = found.where or found.innermost
-        return Trained(error=(f"{type(exc).__name__}: {exc}\n  raised at {where} ({found.owner}'s doing)\n"
-                              + (found.traceback() or "".join(traceback.format_exception(exc)[-6:]))))
+    except torch_api.checkpoint_errors() as exc:  # the optimizer's (or torch's) failure on sharded params is the verdict
+        return Trained(error=_described(exc))
+
+
+def _described(exc: BaseException) -> str:
+    """What raised, the line that raised it, and whose doing it is (for a DCP CheckpointException,
+    the first rank's own exception)."""
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        rank, (cause, frames) = sorted(failures.items())[0]  # (exception, its extracted traceback)
+        user = [f for f in frames or [] if "site-packages/torch/" not in f.filename]
+        where = frames[-1] if frames else None
+        return (f"on ranks {sorted(failures)}, rank {rank}'s: {type(cause).__name__}: {cause}\n  raised at "
+                + (f"{where.filename}:{where.lineno} in {where.name}" if where else "an unknown line")
+                + " (inside torch.distributed.checkpoint)" + "".join(f"\n  via {f.filename}:{f.lineno}" for f in user[-2:]))
+    found = blame(exc)
+    where = found.where or found.innermost
+    return (f"{type(exc).__name__}: {exc}\n  raised at {where} ({found.owner}'s doing)\n"
+            + (found.traceback() or "".join(traceback.format_exception(exc)[-6:])))

@@ -329,6 +329,14 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
+def checkpoint_errors() -> tuple[type[BaseException], ...]:
+    """What a DCP save or load raises: CheckpointException (which collects the ranks' errors) is a
+    BaseException, not an Exception."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)
+
+
 def dcp_save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str) -> None:
     """The model's and optimizer's state, saved with DCP as a training job saves it."""
     import torch.distributed.checkpoint as dcp
