@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from ..harness.compare import listed, value_differences
+from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.vacuity import require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
@@ -96,7 +97,7 @@ def check_fsdp(case: Any, runs: Any) -> str:
                             f"steps, the spec allows {allowed} (fsdp.recompiles): " + "; ".join(run.compiled.recompiles[:2]))
     if problems:
         raise AssertionError(f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
-                             f"{ws} {_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
+                             f"{ws} {rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
     said = f"eager{' and compiled' if run.compiled is not None else ''} over DTensor params on {ws} ranks"
     if run.compiled is not None:
         said += f" ({run.compiled.graphs} graphs, {len(run.compiled.recompiles)} recompiles)"
@@ -139,10 +140,6 @@ def check_checkpoint(case: Any, runs: Any) -> str:
 DROPPED_KEYS = ("\n DCP loads a checkpoint into the state the optimizer holds (get_optimizer_state_dict makes it with one "
                 "zero-grad, zero-lr step when there is none): a state key the optimizer creates only on a later step "
                 "has no place to load into and is dropped. Create every state key on the first step.")
-
-
-def _backend(case: Any) -> str:
-    return "nccl" if case.device == "cuda" else "gloo"
 
 
 FSDP = Check("fsdp", check_fsdp, "FSDP2-sharded params on N ranks, eager and compiled, vs whole params in one process",

@@ -74,7 +74,7 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
     spec = case.distributed
     seed_all(case.seed + 1000)
     batches = [make_data(case.data, "cpu", spec.batch, dtype=param_dtype(case))[0] for _ in range(spec.iterations)]
-    backend = "nccl" if case.device == "cuda" else "gloo"
+    backend = rank_backend(case)
     zero = "zero" in case.checks and zero_takes(case)
     start = time.perf_counter()
     job = RankJob("pytest_optimtest.harness.distributed_run:rank_main", _Payload(case, batches, zero),
@@ -112,16 +112,25 @@ def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
 
 def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
     """One rank (runs in the rank's process): DDP with the plain optimizer, then with ZeRO."""
-    case = payload.case
-    device = f"cuda:{rank}" if case.device == "cuda" else case.device
-    if case.device == "cuda":
-        torch.cuda.set_device(rank)
-    case = replace(case, device=device)
+    case = on_rank(payload.case, rank)
     params, state = _train_ddp(case, payload.batches, rank, world_size, zero=False)
     result = RankResult(params, state)
     if payload.zero:
         result.zero_params, result.zero_state_dict = _train_ddp(case, payload.batches, rank, world_size, zero=True)
     return result
+
+
+def rank_backend(case: Case) -> str:
+    """The process group's backend for the case's device: NCCL on CUDA, gloo on CPU."""
+    return "nccl" if case.device == "cuda" else "gloo"
+
+
+def on_rank(case: Case, rank: int) -> Case:
+    """The case as rank `rank` runs it: on CUDA, on that rank's own GPU."""
+    if case.device != "cuda":
+        return case
+    torch.cuda.set_device(rank)
+    return replace(case, device=f"cuda:{rank}")
 
 
 def zero_takes(case: Case) -> bool:

@@ -23,6 +23,7 @@ from . import torch_api
 from .blame import blame
 from .builder import build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype, step_scheduler
 from .devices import seed_all
+from .distributed_run import on_rank, rank_backend
 from .distributed_run import unavailable_reason as unavailable_reason  # the same rank pools, the same limits
 from .isolation import isolated_case
 from .ranks import RankJob, RankPools, run_ranks
@@ -103,7 +104,7 @@ def run_fsdp(case: Case, pools: RankPools | None = None) -> FsdpRun:
 def _on_ranks(case: Case, payload: Any, pools: RankPools | None, world_size: int | None = None) -> Trained:
     function = "train_main" if isinstance(payload, _Train) else "resume_main"
     job = RankJob(f"pytest_optimtest.harness.fsdp_run:{function}", payload, world_size or case.distributed.world_size,
-                  _backend(case), case.distributed.timeout_s)
+                  rank_backend(case), case.distributed.timeout_s)
     return run_ranks(job, pools)[0]  # full tensors: every rank holds the same
 
 
@@ -128,20 +129,9 @@ def train_whole(case: Case, batches: list[torch.Tensor]) -> Trained:
     return _trained(model, optimizer, scheduler)
 
 
-def _backend(case: Case) -> str:
-    return "nccl" if case.device == "cuda" else "gloo"
-
-
-def _rank_case(case: Case, rank: int) -> Case:
-    if case.device == "cuda":
-        torch.cuda.set_device(rank)
-        return replace(case, device=f"cuda:{rank}")
-    return case
-
-
 def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
     """One rank: shard the model, train, gather; save the state with DCP when asked."""
-    case = _rank_case(payload.case, rank)
+    case = on_rank(payload.case, rank)
     torch_api.reset_compile_state()
     with torch_api.recording_recompiles() as recompiles:
         result = _guarded(lambda: _train_sharded(case, payload, world_size))
@@ -152,7 +142,7 @@ def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
 
 def resume_main(payload: _Resume, rank: int, world_size: int) -> Trained:
     """One rank: shard the model, load the checkpoint into it and the optimizer, train on."""
-    case = _rank_case(payload.case, rank)
+    case = on_rank(payload.case, rank)
     return _guarded(lambda: _resume(replace(payload, case=case), _mesh(case, world_size)))
 
 
