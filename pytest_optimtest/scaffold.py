@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .checks.laws.section import Laws
 from .harness.compare import max_movement
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
@@ -48,6 +49,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     name = cls.__name__.lower()
     form, factory, form_lines = _params_form(cls, {"lr": lr} if takes_keyword(cls, "lr") else {})  # type: ignore[arg-type]  # a class
     lr, lr_note = _moving_lr(cls, form, factory, lr, max(default_lr, 1e-2)) if takes_keyword(cls, "lr") else (lr, "")  # type: ignore[arg-type]
+    low_precision_lines, bf16_lr = _low_precision(cls, form, factory, lr, max(default_lr, 1e-2))
     state_dtype = _probed_state_dtype(cls, form, factory, lr if takes_keyword(cls, "lr") else None)  # type: ignore[arg-type]
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
@@ -76,7 +78,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "  - name: tensor_lr",
         f"    kwargs: {{lr: {{tensor: {lr!r}}}}}",
         "    schedulers: true",
-        *_low_precision(cls, form, factory, lr, max(default_lr, 1e-2)),
+        *low_precision_lines,
         "schedulers:",
         "  StepLR: {step_size: 1, gamma: 0.5}",
         "  CosineAnnealingLR: {T_max: 10}",
@@ -85,7 +87,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *_properties(cls, state_dtype == "param"),
-        *_laws(cls, lr, factory is two_linear_no_bias),
+        # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
+        *_laws(cls, max(lr, bf16_lr), factory is two_linear_no_bias),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -156,17 +159,17 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     return form, two_linear, lines
 
 
-MOVEMENT = 20.0  # tolerances the params must move in two steps: twice the checks' min_movement
+MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
 
 
-def _low_precision(cls: type, form: Any, factory: Any, lr: float, most: float) -> list[str]:
-    """A bf16 case, its lr raised where bf16's tolerance needs a step that moves more."""
+def _low_precision(cls: type, form: Any, factory: Any, lr: float, most: float) -> tuple[list[str], float]:
+    """(lines, lr) of a bf16 case, its lr raised where bf16's tolerance needs a step that moves more."""
     head = "  - name: low_precision  # bf16 params (README: where optimizers break in production)"
     if not takes_keyword(cls, "lr"):
-        return [head, "    dtypes: [bfloat16]"]
+        return [head, "    dtypes: [bfloat16]"], lr
     bf16_lr, note = _moving_lr(cls, form, factory, lr, most, torch.bfloat16)
     kwargs = [f"    kwargs: {{lr: {bf16_lr!r}}}" + (f"  # at bf16: {note}" if note else "")] if bf16_lr != lr or note else []
-    return [head, *kwargs, "    dtypes: [bfloat16]"]
+    return [head, *kwargs, "    dtypes: [bfloat16]"], bf16_lr
 
 
 def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) -> str:
@@ -200,8 +203,8 @@ def _state_dtype_lines(state_dtype: str) -> list[str]:
 
 def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
                dtype: torch.dtype = torch.float32) -> tuple[float, str]:
-    """(lr, note): the smallest of lr, 10 lr, ... (up to `most`) at which two steps move the params
-    MOVEMENT default tolerances, so the checks compare a step that did something (an optimizer
+    """(lr, note): the smallest of lr, 10 lr, ... (up to `most`) at which the params move MOVEMENT
+    default tolerances (see _movement), so the checks compare a step that did something (an optimizer
     idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
     tried = []
     while True:
@@ -213,16 +216,39 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
     if len(tried) == 1 and moved is not None and moved >= MOVEMENT:
         return lr, ""
     if moved is not None and moved >= MOVEMENT:
-        return lr, f"raised until two steps move the params {MOVEMENT:g} tolerances (lr: tolerances {', '.join(tried)})"
-    return lr, (f"two steps move the params under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
+        return lr, f"raised until the params move {MOVEMENT:g} tolerances, the model's and the laws' (lr: tolerances {', '.join(tried)})"
+    return lr, (f"the params move under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
                 f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
 
 
 def _movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype = torch.float32) -> float | None:
-    """Largest param movement, in the dtype's default tolerance, of two eager steps on fixed grads;
-    None if they raised."""
+    """Param movement, in the dtype's default tolerance, that the checks and the laws will see: the
+    smaller of two eager steps of the model on fixed grads and of the laws' regime; None if a step raised."""
     moved, problem = _stepped(cls, form, {"lr": lr}, factory, steps=2, dtype=dtype)
-    return None if problem else moved
+    law_moved = _law_regime_movement(cls, form, factory, lr, dtype)
+    return None if problem or law_moved is None else min(moved, law_moved)
+
+
+def _law_regime_movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype) -> float | None:
+    """Largest param movement, in the dtype's default tolerance, in the laws' regime: params of randn
+    magnitude (where a relative tolerance such as bf16's is widest; the model's init is far smaller)
+    stepped the laws' number of steps on randn grads. None if a step raised."""
+    torch.manual_seed(0)
+    model = factory().to(dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    try:
+        optimizer = construct(cls, form, model, {"lr": lr}, "cpu")
+        for _ in range(Laws.model_fields["steps"].default):
+            for p in model.parameters():
+                p.grad = torch.randn_like(p)
+            optimizer.step()
+    except Exception:  # the model probe's own run reports what the step raised
+        return None
+    tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
+    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance)
 
 
 def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str | None:

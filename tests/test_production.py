@@ -194,3 +194,15 @@ def test_fsdp_runs_the_first_case_unless_named(tmp_path):
     assert [c.id for c in cases_from(tmp_path, text) if "fsdp" in c.checks] == ["sgd-a-cpu"]
     named = [c.id for c in cases_from(tmp_path, text + "fsdp: {cases: [b]}\n") if "checkpoint" in c.checks]
     assert named == ["sgd-b-cpu"]
+
+
+def test_init_raises_its_bf16_lr_until_the_laws_params_move_too(tmp_path):
+    """The laws step params of randn magnitude, where bf16's relative tolerance is widest: at Adam's
+    default lr 0.001 they move about 4 tolerances in 7 steps and the laws call themselves vacuous."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("torch.optim:Adam")
+    case = next(c for c in cases_from(tmp_path, text) if c.dtype == "bfloat16" and "law_equivalent" in c.checks)
+    assert case.kwargs["lr"] > 1e-3
+    assert "agree over" in run("law_equivalent", case)
+    run("law_param_groups", case)

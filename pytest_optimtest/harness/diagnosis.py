@@ -22,11 +22,12 @@ from ..spec.case import shown_path
 
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
     """'state[key] of param shares storage with param.grad' for each state tensor that does."""
-    owners: dict[int, str] = {}
+    owners: dict[int | None, str] = {}
     for name, p in model.named_parameters():
         owners.setdefault(_storage(p), name)
         if p.grad is not None:
             owners.setdefault(_storage(p.grad), f"{name}.grad")
+    owners.pop(None, None)
     names: dict[Any, str] = {p: n for n, p in model.named_parameters()}
     found = set()
     for param, state in opt.state.items():
@@ -36,8 +37,13 @@ def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[s
     return found
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+def _storage(t: torch.Tensor) -> int | None:
+    """The data pointer of the tensor's storage; None for a wrapper tensor subclass, which has no
+    storage of its own (torchao's quantized optimizer state: its inner tensors hold the data)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
 
 
 def parity_diagnoses(run: Any) -> list[str]:

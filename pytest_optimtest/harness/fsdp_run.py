@@ -27,7 +27,7 @@ from .distributed_run import on_rank, rank_backend
 from .distributed_run import unavailable_reason as unavailable_reason  # the same rank pools, the same limits
 from .isolation import isolated_case
 from .ranks import RankJob, RankPools, run_ranks
-from .snapshot import SIMPLE, snapshot
+from .snapshot import SIMPLE, frozen_tensor, snapshot
 
 
 @dataclass
@@ -226,7 +226,8 @@ def _portable(value: Any) -> Any:
     object by its type's name: it cannot cross to the test process, and two runs' objects of one
     type compare equal by that name."""
     if isinstance(value, torch.Tensor):
-        return torch_api.full_tensor(value).detach().cpu().clone()
+        # copied shard by shard first: a tensor subclass' shards (torchao's quantized state) may not gather
+        return torch_api.full_tensor(torch_api.map_local(value, frozen_tensor)).cpu()
     if isinstance(value, dict):
         return {k: _portable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -8,6 +8,7 @@ its traceback on stdout, which the test process reports.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 
 def main(folder: str, rank: str, host: str, port: str) -> None:
+    faulthandler.enable()  # a rank killed by a signal (a segfault in native code) leaves its Python stack in the log
     import torch.distributed as dist
 
     from ..spec.values import resolve

@@ -19,12 +19,23 @@ def freeze(value: Any, names: dict[int, str] | None = None) -> Any:
     their identity, so the twins of two runs line up: a param by its name, another tensor by
     its position among the keys."""
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return frozen_tensor(value)
     if isinstance(value, (list, tuple)):
         return type(value)(freeze(v, names) for v in value)
     if isinstance(value, dict):
         return {_key(k, i, names): freeze(v, names) for i, (k, v) in enumerate(value.items())}
     return value
+
+
+def frozen_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """A detached copy. A tensor subclass that cannot copy itself (torchao's quantized optimizer state
+    implements only the ops its step uses) is copied as the values it stands for, by its dequantize()."""
+    try:
+        return tensor.detach().clone()
+    except NotImplementedError:
+        if type(tensor) is torch.Tensor:
+            raise
+        return tensor.dequantize().detach().clone()
 
 
 def _key(key: Any, position: int, names: dict[int, str] | None) -> Any:

@@ -322,6 +322,15 @@ def fully_shard(module: torch.nn.Module, mesh: Any) -> None:
     shard(module, mesh=mesh)
 
 
+def map_local(tensor: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """fn of a DTensor's local shard, as a DTensor on the same mesh and placements; fn(tensor) of any other."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(tensor, DTensor):
+        return DTensor.from_local(fn(tensor.to_local()), tensor.device_mesh, tensor.placements)
+    return fn(tensor)
+
+
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     """A DTensor gathered whole; any other tensor as it is."""
     from torch.distributed.tensor import DTensor

@@ -17,3 +17,10 @@ def two_linear_no_bias(device: str = "cpu") -> torch.nn.Module:
     return torch.nn.Sequential(
         *[torch.nn.Linear(IN_FEATURES, IN_FEATURES, bias=False, device=device) for _ in range(2)]
     )
+
+
+def low_bit_state_mlp(device: str = "cpu") -> torch.nn.Module:
+    """Linear(10, 1024) and Linear(1024, 10): weights of 10240 elements, whose halves on two ranks
+    still hold 5120 (a multiple of 256). bitsandbytes and torchao keep the state of a param under
+    4096 elements in float32, so their 8-bit, 4-bit and fp8 state is only tested on a model like this."""
+    return torch.nn.Sequential(torch.nn.Linear(IN_FEATURES, 1024, device=device), torch.nn.Linear(1024, IN_FEATURES, device=device))
