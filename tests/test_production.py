@@ -206,3 +206,38 @@ def test_init_raises_its_bf16_lr_until_the_laws_params_move_too(tmp_path):
     assert case.kwargs["lr"] > 1e-3
     assert "agree over" in run("law_equivalent", case)
     run("law_param_groups", case)
+
+
+class QuantizedState(torch.Tensor):
+    """A wrapper tensor subclass that, like torchao's 8-bit optimizer state, has no storage of its
+    own and implements only detach: clone raises NotImplementedError."""
+
+    @staticmethod
+    def __new__(cls, values):
+        return torch.Tensor._make_wrapper_subclass(cls, values.shape, dtype=values.dtype)
+
+    def __init__(self, values):
+        self.values = values
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.detach.default:
+            return args[0]
+        raise NotImplementedError(f"QuantizedState: {func}")
+
+    def dequantize(self):
+        return self.values.clone()
+
+
+def test_state_a_tensor_subclass_cannot_clone_is_compared_by_its_values_and_has_no_storage_to_alias():
+    from pytest_optimtest.harness.diagnosis import storage_aliases
+    from pytest_optimtest.harness.snapshot import frozen_tensor
+
+    values = torch.randn(3, 2)
+    state = QuantizedState(values)
+    assert torch.equal(frozen_tensor(state), values) and type(frozen_tensor(state)) is torch.Tensor
+    model = torch.nn.Linear(2, 3, bias=False)
+    model.weight.grad = torch.zeros_like(model.weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer.state[model.weight]["exp_avg"] = state
+    assert storage_aliases(optimizer, model) == set()
