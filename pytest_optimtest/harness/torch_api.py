@@ -327,7 +327,8 @@ def map_local(tensor: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) 
     from torch.distributed.tensor import DTensor
 
     if isinstance(tensor, DTensor):
-        return DTensor.from_local(fn(tensor.to_local()), tensor.device_mesh, tensor.placements)
+        return DTensor.from_local(fn(tensor.to_local()), tensor.device_mesh, tensor.placements,
+                                  shape=tensor.shape, stride=tensor.stride())  # FSDP2 shards unevenly
     return fn(tensor)
 
 

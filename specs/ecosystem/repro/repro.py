@@ -191,7 +191,8 @@ def whole(value):
     from torch.distributed.tensor import DTensor
 
     if isinstance(value, DTensor):
-        return DTensor.from_local(copied(value.to_local()), value.device_mesh, value.placements).full_tensor()
+        return DTensor.from_local(copied(value.to_local()), value.device_mesh, value.placements,
+                                  shape=value.shape, stride=value.stride()).full_tensor()
     if isinstance(value, torch.Tensor):
         return copied(value)
     return {k: whole(v) for k, v in value.items()} if isinstance(value, dict) else value
