@@ -220,32 +220,32 @@ def _low_bit_rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
     """torchao's and bitsandbytes' expected failures, found on torch 2.13 CPU on the low-bit model."""
     spec = spec_path(*path.split(":"))
     item = f"pytest --optim-spec {spec}"
-    repro = f"python specs/ecosystem/repro/repro.py {{mode}} {path}"
-    compiled = ["parity", "recompile", "graph_breaks", "state_dict", "no_leak"]
-    frozen = (compiled, "the compiled step fails at step 1 in inductor: 'cannot mutate tensors with frozen storage'. "
+    repro = f"{R} {{mode}} {path}"
+    frozen = (ALL, "the compiled step fails at step 1 in inductor: 'cannot mutate tensors with frozen storage'. "
               "bitsandbytes' update_step runs p.data = p.data.contiguous() and then its custom op declared as mutating "
               "p; eager runs that, torch.compile does not, and without the .data assignment it compiles (torch's "
               "doing). Repro: python specs/ecosystem/repro/frozen_storage.py (plain torch, no bitsandbytes)")
-    float_arg = (compiled, "the compiled step fails at step 1: the step passes param_norm, a 0-d tensor (torch.norm), "
+    float_arg = (ALL, "the compiled step fails at step 1: the step passes param_norm, a 0-d tensor (torch.norm), "
                  "for the float argument of its custom op bitsandbytes::optimizer_update_32bit; eager converts it "
                  "with an implicit .item(), and dynamo's fake tensors cannot ('cannot extract float from tensor with "
                  "meta storage'): the optimizer's doing. Repro: " + repro.format(mode="compile"))
-    no_strategy = (["fsdp", "checkpoint"], "the eager step over FSDP2-sharded (DTensor) params raises: its custom op "
-                   "({op}) gets DTensor params and grads beside the plain-tensor state the optimizer made ({what}); "
-                   "the optimizer's doing (a custom op needs a DTensor sharding strategy, or the step must call it on "
-                   "to_local() shards). Repro: " + repro.format(mode="fsdp"))
+
+    def no_strategy(op: str, what: str) -> tuple[list[str], str]:
+        return (["fsdp", "checkpoint"], f"the eager step over FSDP2-sharded (DTensor) params raises: its custom op ({op}) "
+                f"gets DTensor params and grads beside the plain-tensor state the optimizer made ({what}); the "
+                "optimizer's doing (a custom op needs a DTensor sharding strategy, or the step must call it on "
+                "to_local() shards). Repro: " + repro.format(mode="fsdp"))
+
     zero_norm = (["law_descent"], "law descent: from the law problem's zero-initialized params the loss never moves "
                  "(1.857 for 20 steps): the step clips each update's norm to max_unorm times the param's norm, which is "
                  "0 (LAMB's and LARS's trust ratio without the zero-norm guard torch-optimizer's and pytorch-optimizer's "
                  "Lamb have): the optimizer's doing. Repro: " + item + " -k law_descent")
-    ademamix = (["parity", "recompile", "graph_breaks", "state_dict", "no_leak", "law_equivalent", "law_untouched",
-                 "law_param_groups", "law_descent", "fsdp", "checkpoint"],
+    ademamix = (CHECKS,
                 "does not run on CPU: the eager step raises RuntimeError: output with shape [10] doesn't match the "
                 "broadcast shape [1024, 10] in bitsandbytes' CPU 32-bit AdEMAMix update (its state1 stacks two EMAs, "
                 "[2, *shape]); AdEMAMix8bit runs (the optimizer's doing). Repro: " + item + " -k parity")
-    cache_limit = (["graph_breaks"], BREAKS.replace("{why}", "torchao's step calls torch._dynamo.utils."
-                   "disable_cache_limit(), a function dynamo skips").format(R="python specs/ecosystem/repro/repro.py",
-                                                                          path=path))
+    cache_limit = (["graph_breaks"], BREAKS.format(R=R, path=path, why="torchao's step calls torch._dynamo.utils."
+                                                   "disable_cache_limit(), a function dynamo skips"))
     segfault = (["fsdp", "checkpoint"], "a rank dies of a segfault (exit -11) in the eager sharded step, inside the "
                 "inductor-compiled code of the single_param_adam that torchao compiles itself (the rank's Python stack "
                 "is in the failure): torch's doing by where it dies, not isolated (repro.py's fsdp run of the same "
@@ -253,21 +253,21 @@ def _low_bit_rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
     ao_compiled_fsdp = (["fsdp"], "the compiled step over FSDP2-sharded (DTensor) params raises NameError: name 's41' "
                         "is not defined in inductor's generated code (the same step over whole params compiles): "
                         "torch's doing. Repro: " + repro.format(mode="fsdp") + " compiled")
-    four_bit = (compiled, "the compiled step fails at step 1: AssertionError: Expect size to be a plain tuple of ints but "
+    four_bit = (ALL, "the compiled step fails at step 1: AssertionError: Expect size to be a plain tuple of ints but "
                 "got torch.Size([s86, s52]), raised in torch's symbolic_shapes when torchao's _new_buffer (adam.py:76) "
                 "makes its 4-bit state subclass from a param whose shape automatic dynamic shapes made symbolic: torch's "
                 "doing by where it raises, not isolated. Repro: " + repro.format(mode="compile"))
     leak = (["no_leak"], "params outlive the model, the optimizer and the compiled step after gc.collect(), held by a "
             "cell, a defaultdict, a dict and a list: a cache around torchao's compiled step (not isolated). Repro: "
             + repro.format(mode="leak"))
-    blockwise = dict(op="bitsandbytes.optimizer_update_8bit_blockwise", what="'got mixed torch.Tensor and DTensor'")
-    bnb_8bit = [frozen, (no_strategy[0], no_strategy[1].format(**blockwise))]
+    blockwise = no_strategy("bitsandbytes.optimizer_update_8bit_blockwise", "'got mixed torch.Tensor and DTensor'")
+    bnb_8bit = [frozen, blockwise]
     return {
         **{f"bitsandbytes.optim:{c}": bnb_8bit for c in (
             "AdamW8bit", "PagedAdamW8bit", "Lion8bit", "SGD8bit", "RMSprop8bit", "Adagrad8bit", "AdEMAMix8bit")},
-        "bitsandbytes.optim:AdamW": [frozen, (no_strategy[0], no_strategy[1].format(
-            op="bitsandbytes.optimizer_update_32bit", what="'does not have a sharding strategy registered'"))],
-        **{f"bitsandbytes.optim:{c}": [float_arg, (no_strategy[0], no_strategy[1].format(**blockwise)), zero_norm]
+        "bitsandbytes.optim:AdamW": [frozen, no_strategy("bitsandbytes.optimizer_update_32bit",
+                                                         "'does not have a sharding strategy registered'")],
+        **{f"bitsandbytes.optim:{c}": [float_arg, blockwise, zero_norm]
            for c in ("LAMB8bit", "LARS8bit")},
         "bitsandbytes.optim:AdEMAMix32bit": [ademamix],
         "torchao.optim:_AdamW": [cache_limit, ao_compiled_fsdp],
@@ -327,11 +327,11 @@ def _law_rules(path: str) -> dict[str, list[tuple[list[str], str]]]:
     }, diverges)
 
 
-# (module, class) -> {check: reason}: outcomes that are not one statement, so not asserted
 OPTIMI_HANG = ("not asserted: the compiled step over FSDP2-sharded params (which breaks the graph at a .item()) "
                "hung one rank in a collective in some runs and passed in others, for AdamW, RAdam, Ranger and Adan "
                "(seen both on torch 2.13 CPU, 2 gloo ranks); the eager sharded step passes. Repro: "
                "python specs/ecosystem/repro/repro.py fsdp optimi:{cls} compiled, a few times")
+# (module, class) -> {check: reason}: outcomes that are not one statement, so not asserted
 SKIPS = {("torch_optimizer", "QHAdam"): {"recompile": (
     "not asserted: dynamo recompiles on each new value of the Python float state['beta1_weight'], and the warm-up "
     "settled on its 4th step in one run and not in another (seen both on torch 2.13 CPU). Repro: "

@@ -38,6 +38,9 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from pytest_optimtest.checks.leak import _holders  # the no_leak check's own search for what keeps a param alive
+from pytest_optimtest.harness.snapshot import frozen_tensor  # a copy, torchao's quantized state by its values
+from pytest_optimtest.harness.torch_api import dcp_load, dcp_save, full_tensor, map_local  # DTensor and DCP, as the checks use them
+from pytest_optimtest.spec.schema import DEFAULT_TOLERANCES
 
 recompiles = []
 logging.getLogger("torch._dynamo.guards.__recompiles").addHandler(
@@ -111,7 +114,7 @@ def compile_mode(path, steps, dtype=torch.float32):
              "groups": {i: {k: v for k, v in g.items() if k != "params"} for i, g in enumerate(opt.param_groups)}}
     compiled = {"params": dict(twin.named_parameters()), "state": {i: s for i, s in enumerate(opt_c.state.values())},
                 "groups": {i: {k: v for k, v in g.items() if k != "params"} for i, g in enumerate(opt_c.param_groups)}}
-    rtol = 3.2e-2 if dtype == torch.bfloat16 else 1.3e-6  # the plugin's bf16 default, bf16's 4 eps
+    rtol = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")].rtol  # the plugin's default at this dtype
     print("first difference (compiled, then eager) after", steps, "steps:", first_difference(eager, compiled, rtol=rtol) or "none")
 
 
@@ -179,22 +182,9 @@ def where(exc):
     return ", then ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in shown)
 
 
-def copied(tensor):
-    """A copy; torchao's quantized state (no clone of its own) as the values it stands for."""
-    try:
-        return tensor.detach().clone()
-    except NotImplementedError:
-        return tensor.dequantize()
-
-
 def whole(value):
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(value, DTensor):
-        return DTensor.from_local(copied(value.to_local()), value.device_mesh, value.placements,
-                                  shape=value.shape, stride=value.stride()).full_tensor()
-    if isinstance(value, torch.Tensor):
-        return copied(value)
+    if isinstance(value, torch.Tensor):  # a DTensor copied shard by shard, then gathered
+        return full_tensor(map_local(value, frozen_tensor))
     return {k: whole(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
@@ -229,15 +219,11 @@ def fsdp_rank(rank, path, compiled, port, out):
 
 
 def checkpoint_rank(rank, path, port, out):
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
-
     model, opt = sharded(path, rank, port)
     error = train(model, opt, opt.step, 0, STEPS)
     if not error:
         try:
-            dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)},
-                     checkpoint_id=f"{out}.dcp")
+            dcp_save(model, opt, f"{out}.dcp")  # get_model_state_dict, get_optimizer_state_dict, dcp.save
         except Exception as exc:
             error = f"dcp.save of get_optimizer_state_dict raised {type(exc).__name__}: {str(exc).splitlines()[0]}"
     error = error or train(model, opt, opt.step, STEPS, 2 * STEPS)
@@ -282,10 +268,6 @@ def fsdp_mode(path, compiled):
 
 
 def checkpoint_mode(path):
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
-                                                         set_model_state_dict, set_optimizer_state_dict)
-
     never_stopped, out = on_two_ranks(checkpoint_rank, path)
     if "error" in never_stopped:
         print("sharded run on 2 ranks:", never_stopped["error"])
@@ -297,10 +279,7 @@ def checkpoint_mode(path):
     try:
         opt.step()
         opt.zero_grad()
-        state = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)}
-        dcp.load(state, checkpoint_id=f"{out}.dcp", no_dist=True)
-        set_model_state_dict(model, state["model"])
-        set_optimizer_state_dict(model, opt, state["optim"])
+        dcp_load(model, opt, f"{out}.dcp")  # dcp.load with no process group, then set_{model,optimizer}_state_dict
     except Exception as exc:
         print(f"loading at one process raised {type(exc).__name__}: {str(exc).splitlines()[0]} at {where(exc)}")
         return
