@@ -15,6 +15,7 @@ import pytest
 from .harness.blame import blame
 from .harness.containment import CaseTimedOut
 from .harness.compiled_run import CompiledStepOnlyError
+from .harness.ladder import RungFailure
 from .spec import Case, SpecError
 from .spec.errors import internal_error
 
@@ -164,6 +165,7 @@ class CheckItem(pytest.Item):
         super().__init__(**kwargs)
         self.case = case
         self.check = check
+        self.root_cause: RungFailure | None = None  # set when this item is its case's one red for a failed rung
 
     def setup(self) -> None:
         _session(self).setup_item(self)
@@ -177,6 +179,9 @@ class CheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         where = f"[{self.check}] {self.case.id} ({self.case.location})"
+        if self.root_cause is not None:
+            where += (f"\nroot cause of this case: its ladder's rung {self.root_cause.rung!r} failed; every other check "
+                      "of the case that needs it is skipped as blocked by it")
         return f"{where}\n{failure_text(excinfo.value, _session(self).registry[self.check].run)}"
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

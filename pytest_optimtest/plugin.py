@@ -43,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--optim-in-process", action="store_true",
                     help="run a serial session in this process, not under a supervisor (a case that kills the process "
                          "then ends the session)")
+    group.addoption("--optim-strict", action="store_true",
+                    help="fail vacuous items (a comparison that proved nothing: nothing moved, the run diverged) "
+                         "instead of skipping them; a spec's `strict: true` does it for that spec")
     group.addoption("--optim-benchmark", action="store_true",
                     help="add eager and compiled step benchmarks per plain case (pytest-benchmark's fixture)")
     parser.addini("optim_spec", type="paths", default=[], help="spec files or directories, as --optim-spec")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,11 @@ def item_metrics(check: Any, case: Any, runs: Any) -> dict[str, Any]:
     return check.metrics(case, runs) if check.metrics is not None else {}
 
 
-def record(item: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+def record(item: Any, metrics: dict[str, Any], verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The item's JSON record; `verdict` says why it is not a plain outcome: `root_cause` (the case's one
+    red for a failed rung of its ladder), `blocked` (skipped for one), `vacuous` or `not_applicable`."""
     case = item.case
-    return {
+    return {"verdict": verdict,
         "spec": _relative(case.spec_path), "case": case.id, "check": item.check, "device": case.device,
         "dtype": getattr(case, "dtype", "float32"),
         "optimizer": getattr(case, "optimizer", None), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
@@ -55,6 +57,21 @@ class Results:
             self.records.append({**data, "nodeid": report.nodeid, "outcome": outcome,
                                  "duration_s": round(report.duration, 4), "reason": _reason(report, outcome)})
 
+    def root_causes(self) -> list[dict[str, Any]]:
+        """Reds that are a failed rung of a case's ladder, one entry per optimizer and cause: how many
+        cases it was red in and how many items it blocked there."""
+        groups: dict[tuple[str, ...], dict[str, Any]] = {}
+        for r in self.records:
+            verdict = r.get("verdict") or {}
+            if verdict.get("kind") not in ("root_cause", "blocked"):
+                continue
+            key = (r.get("optimizer") or r["spec"], verdict["rung"], verdict["cause"], verdict.get("where", ""))
+            entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": key[2], "where": key[3],
+                                            "cases": set(), "red": 0, "blocked": 0})
+            entry["cases"].add(r["case"])
+            entry["red" if verdict["kind"] == "root_cause" else "blocked"] += 1
+        return [{**e, "cases": sorted(e["cases"])} for e in groups.values()]
+
     def by_spec(self) -> dict[str, list[dict[str, Any]]]:
         groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in self.records:
@@ -71,9 +88,11 @@ class Results:
             kernels = sorted({r["metrics"]["kernels"] for r in records if r["check"] == "kernel_count" and "kernels" in r["metrics"]})
             timed = [r["metrics"] for r in records if r["check"] == "parity" and "compiled_step_s" in r["metrics"]]
             speedups = [m["eager_step_s"] / m["compiled_step_s"] for m in timed if m["compiled_step_s"] > 0]
+            verdicts = Counter((r.get("verdict") or {}).get("kind") for r in records)
             rows.append({
                 "spec": spec, "passed": outcomes["passed"], "failed": outcomes["failed"],
                 "xfailed": outcomes["xfailed"], "skipped": outcomes["skipped"],
+                "vacuous": verdicts["vacuous"], "blocked": verdicts["blocked"],
                 "kernels": "-".join(map(str, (kernels[0], kernels[-1]) if len(kernels) > 1 else kernels)) or "",
                 "compile_s": round(sum(r["metrics"].get("compile_s", 0) for r in records if r["check"] == "parity"), 1),
                 "speedup": round(statistics.median(speedups), 2) if speedups else None,
@@ -161,8 +180,22 @@ def markdown(rows: list[dict[str, Any]], torch_version: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def root_cause_lines(results: Results) -> list[str]:
+    """The terminal's lines for reds grouped by root cause, and the vacuous items counted."""
+    lines = []
+    for e in results.root_causes():
+        lines.append(f"optimtest: {e['optimizer']}: 1 root cause, {e['red']} red in {len(e['cases'])} case(s), blocks "
+                     f"{e['blocked']} items: {e['rung']}: {e['cause']}" + (f" ({e['where']})" if e["where"] else ""))
+    vacuous = sum((r.get("verdict") or {}).get("kind") == "vacuous" for r in results.records)
+    if vacuous:
+        lines.append(f"optimtest: {vacuous} vacuous item(s): their comparison proved nothing (skipped with the reason; "
+                     "--optim-strict fails them)")
+    return lines
+
+
 def write_json(path: str | Path, results: Results, torch_version: str) -> None:
-    data = {"torch": torch_version, "summary": results.rows(), "items": results.records}
+    data = {"torch": torch_version, "summary": results.rows(), "items": results.records,
+            "root_causes": results.root_causes()}
     Path(path).write_text(json.dumps(data, indent=1, sort_keys=True))
 
 

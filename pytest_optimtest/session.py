@@ -12,26 +12,28 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from . import report as reporting
 from . import update
-from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError
+from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError, Vacuous
 from .checks.registry import entry_point_checks
 from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
+from .harness.ladder import RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
 from .spec.case import Case
 
 SPEC_SUFFIXES = (".yaml", ".yml")
+T = TypeVar("T")
 _REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without specs (fixtures and markers only)
 
 
@@ -75,6 +77,8 @@ class OptimtestSession:
         self.results = reporting.Results()
         self.remaining: Counter[CaseKey] = Counter()  # items of a case not yet torn down
         self.outcomes: dict[tuple[CaseKey, str], str | None] = {}  # None: passed; else why not
+        self.root_causes: dict[tuple[CaseKey, str], str] = {}  # (case, failed rung) -> the one item red with it
+        self.strict = bool(config.getoption("optim_strict"))
         self.absent: Counter[tuple[str, str]] = Counter()  # (device, why unavailable) -> items not generated
         self.messages: list[str] = []  # lines for the terminal summary
         self.partial = False  # some generated items were deselected
@@ -195,8 +199,11 @@ class OptimtestSession:
         yet (under pytest-randomly a check may come before its prerequisite)."""
         key = (case.key, name)
         if key not in self.outcomes:
+            failure = self._blocking(name, case) if name not in case.skip else None
             if name in case.skip:
                 self.outcomes[key] = f"skipped: {case.skip[name]}"
+            elif failure is not None:
+                self.outcomes[key] = failure.blocked()
             else:
                 try:
                     self._run_check(name, case)
@@ -208,12 +215,25 @@ class OptimtestSession:
         return self.outcomes[key]
 
     def run_item(self, item: CheckItem) -> str | None:
-        """Run the item's check; record its outcome and metrics (a skip when not applicable)."""
+        """Run the item's check on the rungs it stands on; record its outcome, verdict and metrics
+        (a skip when not applicable, blocked by a rung that failed, or vacuous)."""
         check, key, start = self.registry[item.check], (item.case.key, item.check), time.perf_counter()
+        verdict: dict[str, Any] | None = None
         try:
+            failure = self._blocking(item.check, item.case)
+            if failure is not None:
+                kind = self._claim(item, failure)
+                verdict = {"kind": kind, **failure.as_record()}
+                _raise_blocked(item, failure, kind)
             summary = self._run_check(item.check, item.case)
             self.outcomes[key] = None
             return summary
+        except Vacuous as exc:
+            self.outcomes[key] = f"vacuous: {exc}"
+            verdict = verdict or {"kind": "vacuous", "reason": str(exc)}
+            if self.strict or getattr(item.case, "strict", False):
+                pytest.fail(f"vacuous, and strict mode fails it (--optim-strict or the spec's `strict`): {exc}", pytrace=False)
+            pytest.skip(str(exc) if "vacuous" in str(exc) or "diverged" in str(exc) else f"vacuous: {exc}")
         except NotApplicable as exc:
             self.outcomes[key] = f"not applicable: {exc}"
             pytest.skip(str(exc))
@@ -223,14 +243,34 @@ class OptimtestSession:
         finally:
             self.check_seconds += time.perf_counter() - start
             metrics = reporting.item_metrics(check, item.case, self.runs)
-            item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics))]
+            item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics, verdict))]
+
+    def _blocking(self, name: str, case: Any) -> RungFailure | None:
+        """The lowest failed rung of the case's ladder that check `name` stands on, or None."""
+        rungs = self.registry[name].ladder
+        if not rungs or not isinstance(case, Case):
+            return None
+        return self._guarded(case, "the prerequisite ladder", lambda: self.runs.ladder(case).first_failure(rungs))
+
+    def _claim(self, item: CheckItem, failure: RungFailure) -> str:
+        """What a failed rung makes of this item: the case's one red for it (the first item to need
+        it), blocked by it, or vacuous or not applicable where the rung says so."""
+        if failure.vacuous:
+            return "vacuous"
+        if failure.not_applicable:
+            return "not_applicable"
+        claimed = self.root_causes.setdefault((item.case.key, failure.rung), item.nodeid)
+        return "root_cause" if claimed == item.nodeid else "blocked"
 
     def _run_check(self, name: str, case: Any) -> str | None:
         """Run a check within the case's timeout, its progress journaled for a process that dies."""
+        return self._guarded(case, f"check {name!r}", lambda: self.registry[name].run(case, self.runs))
+
+    def _guarded(self, case: Any, what: str, work: Callable[[], T]) -> T:
         timeout = self.config.getoption("optim_timeout") or getattr(case, "timeout_s", None)
-        journal = self.journal.running(case.key, f"check {name!r}") if self.journal is not None else contextlib.nullcontext()
+        journal = self.journal.running(case.key, what) if self.journal is not None else contextlib.nullcontext()
         with journal, deadline(timeout):
-            return self.registry[name].run(case, self.runs)
+            return work()
 
     def teardown_item(self, item: CheckItem) -> None:
         """Free the case's runs once every one of its items ran, in whatever order."""
@@ -247,7 +287,7 @@ class OptimtestSession:
         if not self.results.records:
             return
         terminal.section("optimtest summary per spec")
-        for line in [*reporting.terminal_table(self.results.rows()), *self.messages]:
+        for line in [*reporting.terminal_table(self.results.rows()), *reporting.root_cause_lines(self.results), *self.messages]:
             terminal.write_line(line)
 
     def finish(self, session: pytest.Session) -> None:
@@ -308,6 +348,17 @@ class OptimtestSession:
         if self.partial:
             reasons.append("deselected items")
         return ", ".join(dict.fromkeys(reasons)) or None
+
+
+def _raise_blocked(item: CheckItem, failure: RungFailure, kind: str) -> None:
+    if kind == "vacuous":
+        raise Vacuous(failure.blocked())
+    if kind == "not_applicable":
+        raise NotApplicable(failure.cause)
+    if kind == "blocked":
+        raise NotApplicable(failure.blocked())
+    item.root_cause = failure
+    raise failure.error if failure.error is not None else AssertionError(failure.cause)
 
 
 def _why(exc: BaseException) -> str:

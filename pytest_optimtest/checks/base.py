@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..harness.vacuity import NotApplicable as NotApplicable  # raised by checks; defined where the harness raises it too
+from ..harness.vacuity import Vacuous as Vacuous
+from ..harness.ladder import EAGER
 from ..spec.case import Variant
 
 if TYPE_CHECKING:  # annotations only: the run cache imports the harness, which imports torch
@@ -64,6 +66,10 @@ class Check:
       declares it. A check that is not declared makes no items for the spec.
     - `case_names(section, names)`: the spec cases (of all their `names`) it applies to, for a
       check that costs too much to run on every case (it names them in its section).
+    - `rungs`: the rungs of the case's prerequisite ladder (harness/ladder.py) it stands on; when
+      one fails, the check is skipped as blocked by it and one item of the case is red with the
+      cause. Default: the optimizer constructs and its eager step runs (none for hook-order and
+      fuzz checks, whose cases are not one optimizer's).
     """
 
     name: str
@@ -82,6 +88,14 @@ class Check:
     needs: tuple[SharedRunPhase, ...] = ()
     declared: Callable[[Any], bool] | None = None
     case_names: Callable[[Any, list[str]], Collection[str]] | None = None
+    rungs: tuple[str, ...] | None = None
+
+    @property
+    def ladder(self) -> tuple[str, ...]:
+        """The rungs this check needs (see `rungs`)."""
+        if self.rungs is not None:
+            return self.rungs
+        return () if self.scope in ("hook_order", "fuzz") else EAGER
 
     @property
     def key(self) -> str:

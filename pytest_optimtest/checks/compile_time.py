@@ -57,4 +57,4 @@ def check_compile_time(case: Any, runs: Any) -> str:
 # float32 only: its params are its own float32 ones, so at another case dtype it would time the same compile
 # again under that dtype's name (and it is the costliest once-per-optimizer check)
 CHECK = Check("compile_time", check_compile_time, "compile time of a 100-tensor foreach step, against a budget", "primary",
-              dtypes=("float32",), section=CompileBudget, section_key="compile_budget_s")
+              dtypes=("float32",), section=CompileBudget, section_key="compile_budget_s", rungs=("constructs",))

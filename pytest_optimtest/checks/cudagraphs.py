@@ -11,6 +11,7 @@ from ..harness import torch_api
 from ..harness.builder import compile_step, make_optimizer, model_with_grads
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
+from ..harness.ladder import COMPILED
 from .base import Check, NotApplicable
 
 
@@ -47,4 +48,4 @@ def check_cudagraphs(case: Any, runs: Any) -> str:
 
 
 CHECK = Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",),
-              prerequisites=("parity",), section=Cudagraphs)
+              prerequisites=("parity",), section=Cudagraphs, rungs=COMPILED)

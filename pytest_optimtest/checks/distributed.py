@@ -10,6 +10,7 @@ from ..harness.distributed_run import DistributedRun, unavailable_reason, zero_t
 from ..harness.builder import build_model, make_optimizer
 from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
+from ..harness.ladder import MOVES
 from .base import Check, NotApplicable
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
@@ -112,6 +113,7 @@ def _load_into_plain(case, state_dict):
 
 
 DISTRIBUTED = Check("distributed", check_distributed,
-                    "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed")
+                    "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed",
+                    rungs=MOVES)
 ZERO = Check("zero", check_zero, "ZeroRedundancyOptimizer vs the unsharded optimizer; consolidated state_dict loads back",
-             "distributed", apply_after=("distributed",))
+             "distributed", apply_after=("distributed",), rungs=MOVES)

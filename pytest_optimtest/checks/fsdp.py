@@ -13,6 +13,7 @@ from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.vacuity import require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
+from ..harness.ladder import MOVES
 from .base import Check, NotApplicable
 
 
@@ -143,7 +144,7 @@ DROPPED_KEYS = ("\n DCP loads a checkpoint into the state the optimizer holds (g
 
 
 FSDP = Check("fsdp", check_fsdp, "FSDP2-sharded params on N ranks, eager and compiled, vs whole params in one process",
-             "no_closure", section=FsdpSpec, validate=_validate, case_names=_case_names)
+             "no_closure", section=FsdpSpec, validate=_validate, case_names=_case_names, rungs=MOVES)
 CHECKPOINT = Check("checkpoint", check_checkpoint, "DCP state saved on N ranks resumes at another world size like the "
                    "run that never stopped", "no_closure", section=FsdpSpec, section_key="fsdp",
-                   case_names=_case_names, apply_after=("fsdp",))
+                   case_names=_case_names, apply_after=("fsdp",), rungs=MOVES)

@@ -18,7 +18,8 @@ from ..harness.isolation import isolated
 from ..harness.builder import make_data, make_optimizer, param_dtype
 from ..spec.values import build_kwargs, resolve
 from ..spec.context import SpecContext
-from .base import Check, NotApplicable
+from ..harness.ladder import MOVES
+from .base import Check, NotApplicable, Vacuous
 
 
 def validate_groups(section: InBackwardSpec, spec: SpecContext) -> None:
@@ -134,7 +135,7 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> str:
             normal = _stepped_once(case, deepcopy(initial))
             unmoved = [n for n in still if not value_differences(n, start[n].detach(), normal[n], case.tolerance)]
             if unmoved:
-                raise NotApplicable(f"{case.id}: vacuous: one ordinary step leaves {unmoved} unchanged too (the optimizer "
+                raise Vacuous(f"{case.id}: vacuous: one ordinary step leaves {unmoved} unchanged too (the optimizer "
                                     "does not move params on its first step), so register_hook=False cannot be told apart")
             raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged, "
                                  "while one ordinary step moves them")
@@ -151,10 +152,11 @@ def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 IN_BACKWARD = Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain",
-                    section=InBackwardSpec, section_key=SECTION_KEY, validate=validate_groups)
+                    section=InBackwardSpec, section_key=SECTION_KEY, validate=validate_groups, rungs=MOVES)
 TIED = Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain",
-             prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY)
+             prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY, rungs=MOVES)
 TWO_OPTIMIZERS = Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param",
-                       "plain", prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY)
+                       "plain", prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY,
+                       rungs=MOVES)
 NO_HOOK = Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain",
                 section=InBackwardSpec, section_key=SECTION_KEY)

@@ -9,6 +9,7 @@ from pydantic import RootModel, field_validator
 from ..harness.vacuity import require_compiled
 from ..spec.context import CaseContext
 from ..spec.kernel_table import KernelExpectation, KernelTable, kernel_table_shorthand, table_entry
+from ..harness.ladder import COMPILED
 from .base import Check, NotApplicable
 from .parity import parity_metrics
 
@@ -62,4 +63,4 @@ def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 CHECK = Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure",
               apply_after=("parity",), section=KernelCounts, section_key="kernel_counts", expect=expected_kernels,
-              metrics=kernel_count_metrics)
+              metrics=kernel_count_metrics, rungs=COMPILED)

@@ -13,6 +13,7 @@ from ..harness import torch_api
 from ..harness.builder import compile_step, make_optimizer, model_with_grads
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
+from ..harness.ladder import COMPILED
 from .base import Check
 
 
@@ -114,4 +115,5 @@ def _global_holder(module: str, name: str) -> str:
     return f"the global {module}.{name}"
 
 
-CHECK = Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary")
+CHECK = Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary",
+              rungs=COMPILED)

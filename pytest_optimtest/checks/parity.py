@@ -8,7 +8,8 @@ from typing import Any
 from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
 from ..harness.compiled_run import CompiledRun
 from ..harness.diagnosis import parity_diagnoses
-from ..harness.vacuity import require_compiled, require_moved
+from ..harness.vacuity import require_moved
+from ..harness.ladder import COMPARED_COMPILED
 from .base import Check
 
 
@@ -21,8 +22,10 @@ def assert_parity(run: CompiledRun) -> str:
     refuse vacuous comparisons. A step that breaks the graph is still compared (graph_breaks
     judges the breaks)."""
     case = run.case
-    require_compiled(case.id, run.graph_count, "matching eager proves nothing; graph breaks: "
-                     + (", ".join(run.graph_breaks) or "none"))
+    not_compiled = run.not_compiled()
+    if not_compiled:
+        raise AssertionError(f"{case.id}: not compiled: {not_compiled}, so matching eager proves nothing; graph breaks: "
+                             + (", ".join(run.graph_breaks) or "none"))
     e, c = run.eager, run.compiled
     if e is None or c is None:
         raise RuntimeError(f"{case.id}: the compiled run ended before its snapshots were taken")
@@ -33,10 +36,10 @@ def assert_parity(run: CompiledRun) -> str:
         run.diagnoses = parity_diagnoses(run)
         raise AssertionError(f"{case.id}: compiled step differs from eager after {run.steps} steps:" + listed(problems)
                              + "".join(f"\n  diagnosis: {d}" for d in run.diagnoses))
-    notes = []
+    notes = [f"the step's own {run.step_graph_count} graph(s)" + (f", the closure's {run.closure.graphs} apart"
+                                                                    if run.closure.graphs else "")]
     if run.graph_breaks:
-        notes.append(f"compiled in {run.graph_count} graphs, {len(run.graph_breaks)} graph-break reason(s) "
-                     "(graph_breaks judges them)")
+        notes.append(f"{len(run.graph_breaks)} graph-break reason(s) (graph_breaks judges them)")
     added = dynamo_group_keys(e, c)
     if added:
         notes.append(f"torch's dynamo added {', '.join(added)} = True to the compiled optimizer's groups "
@@ -62,4 +65,4 @@ def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 
 CHECK = Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes",
-              metrics=parity_metrics)
+              metrics=parity_metrics, rungs=COMPARED_COMPILED)

@@ -16,6 +16,7 @@ from ..spec.context import CaseContext, SpecContext
 from ..spec.errors import did_you_mean
 from ..spec.kernel_table import KernelExpectation, table_entry
 from ..spec.schema import MAX_COMPILES
+from ..harness.ladder import COMPILED
 from .base import Check
 
 
@@ -172,6 +173,7 @@ def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 RECOMPILE = Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation",
                   "no_closure", section=RecompileSpec, section_key=SECTION_KEY, validate=validate_recompile,
-                  expect=perturbation_kernels, metrics=recompile_metrics, needs=("perturbations",))
+                  expect=perturbation_kernels, metrics=recompile_metrics, needs=("perturbations",),
+                  rungs=COMPILED)
 GRAPH_BREAKS = Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain",
-                     section=GraphBreaks, metrics=graph_breaks_metrics)
+                     section=GraphBreaks, metrics=graph_breaks_metrics, rungs=COMPILED)

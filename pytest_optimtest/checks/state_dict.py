@@ -14,6 +14,7 @@ from ..harness.snapshot import snapshot
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
 from ..harness.run_phases import run_phases
+from ..harness.ladder import COMPARED_COMPILED
 from .base import Check
 
 
@@ -71,4 +72,5 @@ def _checkpointed(state_dict: dict[str, Any]) -> dict[str, Any]:
     return torch.load(buffer, weights_only=False)
 
 
-CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary")
+CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary",
+              rungs=COMPARED_COMPILED)

@@ -12,7 +12,8 @@ from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
 from ..harness.vacuity import require_compiled, require_moved
 from ..harness.isolation import isolated_case
-from ..harness.builder import Twins, make_twins
+from ..harness.builder import ClosureCompiles, Twins, make_twins
+from ..harness.ladder import COMPARED_COMPILED
 from .base import Check, NotApplicable
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
@@ -63,7 +64,8 @@ def check_closure_graph_break(case: Any, runs: Any) -> str:
             calls[0] += 1
             return closure()
 
-        step = twins.compile(twins.closures(graph_break=True)[1])
+        closure_compiles = ClosureCompiles()
+        step = twins.compile(twins.closures(graph_break=True)[1], closure_compiles=closure_compiles)
         for _ in range(case.steps):
             with torch.no_grad():  # as PyTorch's tests: the step's own enable_grad runs the closure
                 step()
@@ -77,17 +79,25 @@ def check_closure_graph_break(case: Any, runs: Any) -> str:
         problems = snapshot_differences(*twins.snapshots(), case.tolerance)
         if problems:
             raise AssertionError(f"{case.id}: compiled step(closure) with a graph break differs from eager after {case.steps} steps:" + listed(problems))
-        _require_meaningful(case, twins, initial, f"over {case.steps} steps")
-    return f"{case.steps} steps equal; graph breaks: {sum(breaks.values())}"
+        _require_meaningful(case, twins, initial, f"over {case.steps} steps", closure_compiles)
+    return (f"{case.steps} steps equal; the step's own {torch_api.captured_graph_count() - closure_compiles.graphs} graph(s), "
+            f"the closure's {closure_compiles.graphs} apart; graph breaks: {sum(breaks.values())}")
 
 
-def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor], over: str) -> None:
-    require_compiled(case.id, torch_api.captured_graph_count(), "matching eager proves nothing")
+def _require_meaningful(case, twins: Twins, initial: dict[str, torch.Tensor], over: str,
+                        closure: ClosureCompiles | None = None) -> None:
+    own = torch_api.captured_graph_count() - (closure.graphs if closure else 0)
+    if own == 0 and closure and closure.graphs:
+        raise AssertionError(f"{case.id}: not compiled: the step captured no graph of its own; the closure's "
+                             f"{closure.graphs} graph(s) are not the step's, so matching eager proves nothing")
+    require_compiled(case.id, own, "matching eager proves nothing")
     params = {n: p.detach() for n, p in twins.eager_model.named_parameters()}
     require_moved(case.id, initial, params, case.tolerance, case.min_movement, over,
                   f"; raise lr or steps in {case.location}, or loosen min_movement")
 
 
-NONE_GRADS = Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary")
+NONE_GRADS = Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary",
+                   rungs=COMPARED_COMPILED)
 CLOSURE_GRAPH_BREAK = Check("closure_graph_break", check_closure_graph_break,
-                            "step(closure) with a graph break matches eager", "primary")
+                            "step(closure) with a graph break matches eager", "primary",
+                            rungs=COMPARED_COMPILED)

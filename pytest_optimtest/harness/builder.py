@@ -120,8 +120,9 @@ class Twins:
         return (make_closure(self.eager_model, self.eager_opt, self.inputs, self.loss_fn, graph_break),
                 make_closure(self.compiled_model, self.compiled_opt, self.inputs, self.loss_fn, graph_break))
 
-    def compile(self, closure: Any = None, fullgraph: bool = False, backend: str = "inductor") -> Callable[[], None]:
-        return compile_step(self.compiled_opt, closure, fullgraph, backend)
+    def compile(self, closure: Any = None, fullgraph: bool = False, backend: str = "inductor",
+                closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:
+        return compile_step(self.compiled_opt, closure, fullgraph, backend, closure_compiles)
 
 
 def make_twins(case: Any) -> Twins:
@@ -162,18 +163,43 @@ def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: tor
     return closure
 
 
+@dataclass
+class ClosureCompiles:
+    """What dynamo captured and inductor generated while the closure ran inside a compiled step:
+    the closure's forward and backward, counted apart from the step's own graphs and kernels."""
+
+    graphs: int = 0
+    kernels: int = 0
+
+
 def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False,
-                 backend: str = "inductor") -> Callable[[], None]:
-    """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do."""
+                 backend: str = "inductor", closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:
+    """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do.
+    A closure runs outside the step's trace (its own frames still compile), counted into
+    `closure_compiles`: graphs of the closure are not evidence that the step compiled."""
     step = torch_api.raw_step(opt)
     torch_api.mark_step_called(opt)
     if closure is None:
         def fn() -> None:
             step()
     else:
+        counted = _counted_closure(closure, closure_compiles if closure_compiles is not None else ClosureCompiles())
+
         def fn() -> None:
-            step(closure)
+            step(counted)
     return torch.compile(fn, backend=backend, fullgraph=fullgraph)
+
+
+def _counted_closure(closure: Callable[[], Any], into: ClosureCompiles) -> Callable[[], Any]:
+    def counted() -> Any:
+        graphs, kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
+        try:
+            return closure()
+        finally:
+            into.graphs += torch_api.captured_graph_count() - graphs
+            into.kernels += torch_api.generated_kernel_count() - kernels
+
+    return torch_api.outside_step_trace(counted)
 
 
 def make_scheduler(case: Any, opt: torch.optim.Optimizer) -> Any:

@@ -22,7 +22,7 @@ from ..spec.values import build_kwargs
 from . import torch_api
 from .blame import blame
 from .compare import snapshot_differences
-from .builder import Twins, make_scheduler, make_twins, step_scheduler
+from .builder import ClosureCompiles, Twins, make_scheduler, make_twins, step_scheduler
 from .containment import PROGRESS
 from .devices import seed_all
 from .diagnosis import storage_aliases
@@ -75,7 +75,8 @@ class CompiledRun:
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
     perturbed: bool = False  # whether the perturbation phase ran (only for a selected recompile check)
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up
-    graph_count: int = 0  # graphs captured before the perturbations
+    graph_count: int = 0  # graphs captured before the perturbations, the closure's included
+    closure: ClosureCompiles = field(default_factory=ClosureCompiles)  # what the closure's own frames compiled
     compiled_step_seconds: list[float] = field(default_factory=list)
     eager_step_seconds: list[float] = field(default_factory=list)
     eager_aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or grad
@@ -89,8 +90,22 @@ class CompiledRun:
         return len(self.warmup) + len(self.steady)
 
     @property
+    def step_graph_count(self) -> int:
+        """Graphs of the optimizer's own step: the closure's forward and backward are not the step's."""
+        return self.graph_count - self.closure.graphs
+
+    def not_compiled(self) -> str | None:
+        """Why the step itself was not compiled (no graph of its own), or None."""
+        if self.step_graph_count > 0:
+            return None
+        if self.closure.graphs:
+            return (f"the step captured no graph of its own; the closure's {self.closure.graphs} graph(s) are not the "
+                    "step's (the step ran eagerly around a compiled closure)")
+        return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
+
+    @property
     def kernel_count(self) -> int:
-        """Kernels inductor generated until the step settled (the warm-up): the step's kernel count."""
+        """Kernels inductor generated for the step until it settled (the warm-up), the closure's not counted."""
         return sum(s.kernels for s in self.warmup)
 
     @property
@@ -127,18 +142,20 @@ def run_compiled(case: Case, perturb: bool = True) -> CompiledRun:
         return _run(case, log, perturb)
 
 
-def _prepared(case: Case, backend: str = "inductor") -> tuple[Twins, Any, Callable[[], None], list]:
+def _prepared(case: Case, backend: str = "inductor", closure_compiles: ClosureCompiles | None = None
+              ) -> tuple[Twins, Any, Callable[[], None], list]:
     """(twins, eager closure or None, the compiled twin's step, their schedulers) of a case."""
     twins = make_twins(case)
     eager_closure, compiled_closure = twins.closures() if case.closure else (None, None)
-    compiled_step = twins.compile(compiled_closure, backend=backend)
+    compiled_step = twins.compile(compiled_closure, backend=backend, closure_compiles=closure_compiles)
     schedulers = [make_scheduler(case, o) for o in (twins.eager_opt, twins.compiled_opt)] if case.scheduler else []
     return twins, eager_closure, compiled_step, schedulers
 
 
 def _run(case: Case, log: list[str], perturb: bool) -> CompiledRun:
-    twins, eager_closure, compiled_step, schedulers = _prepared(case)
-    run = CompiledRun(case, twins.initial())
+    closure = ClosureCompiles()
+    twins, eager_closure, compiled_step, schedulers = _prepared(case, closure_compiles=closure)
+    run = CompiledRun(case, twins.initial(), closure=closure)
     with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
         _steps(run, twins, compiled_step, eager_closure, schedulers, log, perturb)
     return run
@@ -156,7 +173,7 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
         seed_all(case.seed + 1 + run.steps)
         start = time.perf_counter()
         try:
-            compiled = _counted(compiled_step, log)
+            compiled = _counted(compiled_step, log, run.closure)
         except Exception as exc:
             seed_all(case.seed + 1 + run.steps)
             eager_step()  # raises too: the optimizer's own error, reported from the eager step
@@ -210,11 +227,14 @@ def rerun_differences(case: Case, steps: int, backend: str = "inductor") -> list
     return snapshot_differences(eager, compiled, case.tolerance)
 
 
-def _counted(compiled_step: Callable[[], None], log: list[str]) -> StepCompiles:
-    """Run one compiled step and record what it compiled."""
+def _counted(compiled_step: Callable[[], None], log: list[str], closure: ClosureCompiles | None = None) -> StepCompiles:
+    """Run one compiled step and record what it compiled of its own (the closure's graphs and kernels apart)."""
+    closure = closure or ClosureCompiles()
     graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(log)
+    closure_graphs, closure_kernels = closure.graphs, closure.kernels
     compiled_step()
-    return StepCompiles(torch_api.captured_graph_count() - graphs, torch_api.generated_kernel_count() - kernels, log[seen:])
+    return StepCompiles(torch_api.captured_graph_count() - graphs - (closure.graphs - closure_graphs),
+                        torch_api.generated_kernel_count() - kernels - (closure.kernels - closure_kernels), log[seen:])
 
 
 def _perturb(run: CompiledRun, opt: torch.optim.Optimizer, compiled_step: Callable[[], None], log: list[str]) -> None:

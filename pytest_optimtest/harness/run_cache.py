@@ -10,6 +10,7 @@ from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
+from .ladder import Ladder
 from .ranks import RankPools
 
 CaseKey = tuple[str, str]  # (spec file, case id): ids repeat across spec files
@@ -28,6 +29,13 @@ class RunCache:
         """The one compiled run of `case` (parity, kernel_count, recompile, graph_breaks)."""
         perturb = self.perturbed is None or case.key in self.perturbed
         return self._get("compiled", case, lambda c: run_compiled(c, perturb=perturb))
+
+    def ladder(self, case: Any) -> Ladder:
+        """The case's prerequisite ladder, climbed once for all its checks."""
+        key = ("ladder", case.key)
+        if key not in self._runs:
+            self._runs[key] = Ladder(case, self)
+        return self._runs[key]
 
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""

@@ -91,6 +91,14 @@ def captured_graph_count() -> int:
     return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
 
 
+def outside_step_trace(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` called from compiled code runs as a graph break, its own frame eager, while the frames
+    it calls still compile (dynamo.disable, non-recursive): a closure counted apart from the step."""
+    import torch._dynamo
+
+    return torch._dynamo.disable(fn, recursive=False)
+
+
 def graph_break_reasons() -> list[str]:
     """dynamo's reason for each distinct graph break since the last reset."""
     return list(graph_break_counts())

@@ -1,5 +1,6 @@
-"""The one guard every comparing check calls first: a comparison that did not happen (nothing
-compiled, nothing moved, the run diverged) fails as such instead of passing."""
+"""The one guard every comparing check calls first: a comparison that did not happen is never a
+pass. Nothing compiled is a finding (red); nothing moved, or a run that diverged, proves nothing
+either way: `Vacuous`, a skip with the reason that the summary counts and strict mode fails."""
 
 from __future__ import annotations
 
@@ -8,9 +9,22 @@ import torch
 from ..spec.schema import Tolerance
 from .compare import max_movement, non_finite
 
+# A reference whose params grew this many times their initial scale has left the regime where
+# "equal within tolerance" means anything: values near 1e34 agree to 1e-5 relative by accident.
+DIVERGED_GROWTH = 1e6
+
 
 class NotApplicable(Exception):
     """The check cannot say anything about this case; the reason is reported as a skip."""
+
+
+class Vacuous(NotApplicable):
+    """The comparison ran but proves nothing (nothing moved, the run diverged): a skip that is
+    counted as vacuous, and a failure under --optim-strict or the spec's `strict: true`."""
+
+
+class Diverged(Vacuous):
+    """The reference run blew up (NaN, inf, or values far beyond its start): not comparable."""
 
 
 def require_compiled(case_id: str, graph_count: int, consequence: str) -> None:
@@ -20,16 +34,40 @@ def require_compiled(case_id: str, graph_count: int, consequence: str) -> None:
                              f"traced to no tensor operation), so {consequence}")
 
 
+def require_finite(case_id: str, initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor], over: str) -> None:
+    """Raise Diverged when the reference params hold NaN/inf or grew DIVERGED_GROWTH times their
+    initial scale: a diverged run compares NaN with NaN, or 1e34 with 1e34, vacuously."""
+    bad = non_finite(params)
+    if bad:
+        raise Diverged(f"{case_id}: diverged: reference params {bad} became NaN/inf {over}: not comparable; lower the case's lr")
+    grown = diverged_params(initial, params)
+    if grown:
+        name, start, end = grown[0]
+        raise Diverged(f"{case_id}: diverged: reference param {name!r} grew from scale {start:.3g} to {end:.3g} {over} "
+                       f"({len(grown)} param(s) beyond {DIVERGED_GROWTH:g}x): not comparable; lower the case's lr")
+
+
+def diverged_params(initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) -> list[tuple[str, float, float]]:
+    """(name, initial scale, final scale) of floating params whose largest magnitude grew beyond
+    DIVERGED_GROWTH times their initial one (at least 1: a param that starts at zero may reach 1)."""
+    grown = []
+    for name, before in initial.items():
+        after = params.get(name)
+        if after is None or not after.is_floating_point() or after.numel() == 0 or before.numel() == 0:
+            continue
+        start, end = float(before.detach().abs().max()), float(after.detach().abs().max())
+        if end > DIVERGED_GROWTH * max(start, 1.0):
+            grown.append((name, start, end))
+    return grown
+
+
 def require_moved(case_id: str, initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor], tol: Tolerance,
                   min_movement: float, over: str, hint: str = "") -> float:
-    """The params' largest movement in tolerances; fail when the reference diverged (NaN equals
-    NaN vacuously) or moved less than `min_movement` (a step that did nothing would match)."""
-    diverged = non_finite(params)
-    if diverged:
-        raise AssertionError(f"{case_id}: reference params {diverged} became NaN/inf {over}: the run diverged, "
-                             "so equality means nothing; lower lr")
+    """The params' largest movement in tolerances; Diverged when the reference diverged, Vacuous
+    when it moved less than `min_movement` (a step that did nothing would match)."""
+    require_finite(case_id, initial, params, over)
     moved = max_movement(initial, params, tol)
     if moved < min_movement:
-        raise AssertionError(f"{case_id}: vacuous comparison: {over} the params moved at most {moved:.3g} tolerances "
-                             f"(need {min_movement:g}); a step that did nothing would pass{hint}")
+        raise Vacuous(f"{case_id}: vacuous comparison: {over} the params moved at most {moved:.3g} tolerances "
+                      f"(need {min_movement:g}); a step that did nothing would pass{hint}")
     return moved

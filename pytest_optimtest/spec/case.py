@@ -46,6 +46,7 @@ class Case:
     seed: int = 0
     tolerance: Tolerance = DEFAULT_TOLERANCES["float32"]  # the one for `dtype`
     min_movement: float = 10.0
+    strict: bool = False  # vacuous items fail instead of skipping
     fallback_random: bool = False
     timeout_s: float = 900
     setup: str | None = None

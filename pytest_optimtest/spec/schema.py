@@ -295,6 +295,8 @@ class Spec(StrictModel):
     min_movement: float = Field(
         10.0, gt=0, description="params must move this many tolerances, else the comparison is vacuous"
     )
+    strict: bool = Field(False, description="vacuous items (nothing moved, the run diverged) fail instead of skipping, "
+                         "as --optim-strict does for every spec")
     fallback_random: bool = Field(False, description="compile with inductor's fallback_random (RNG-drawing optimizers)")
     setup: str | None = Field(None, description="import path of a callable run on each optimizer the checks build, "
                               "right after construction: setup(optimizer) (e.g. schedule-free's optimizer.train())")

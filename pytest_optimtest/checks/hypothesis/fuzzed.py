@@ -19,7 +19,7 @@ from ...harness.builder import make_optimizer, param_dtype
 from ...harness.hypothesis_runs import run_property
 from ...harness.snapshot import snapshot
 from ...harness.strategies import Params, mlps, module_trees, param_lists, tree_input
-from ..base import Check, NotApplicable
+from ..base import Check, NotApplicable, Vacuous
 from ..in_backward import compare_in_backward
 
 
@@ -56,7 +56,7 @@ def check_fuzz_parity(fuzz, runs) -> str:
             "params": param_lists(max_size=prop.max_params, max_dims=prop.max_dims, max_side=prop.max_side),
         }, example, prop.examples, _rerun(fuzz, "fuzz_parity"))
     if not seen["moved"]:
-        raise AssertionError(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
+        raise Vacuous(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
                              f"{cases[0].min_movement:g} tolerances; the comparisons proved nothing")
     other = "; ".join(f"{n}x {r}" for r, n in reasons.most_common(3))
     return (f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved, {seen['empty']} all-empty) equal; "
@@ -114,7 +114,7 @@ def check_fuzz_in_backward(fuzz, runs) -> str:
         "model": st.one_of(mlps(**shapes), mlps(**shapes, tied=True)),
     }, example, prop.examples, _rerun(fuzz, "fuzz_in_backward"))
     if not seen["moved"]:
-        raise AssertionError(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
+        raise Vacuous(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
                              f"{cases[0].min_movement:g} tolerances; the comparisons proved nothing")
     return (f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {seen['untied']} untied, "
             f"{seen['tied']} tied MLPs equal the reference")

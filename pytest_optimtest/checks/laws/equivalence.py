@@ -12,7 +12,8 @@ from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.isolation import isolated_case
 from ...harness.snapshot import OptimizerSnapshot
 from ...harness.law_runs import law_grads, law_params, law_run, schedule_in_words
-from ..base import Check
+from ...harness.ladder import MOVES
+from ..base import Check, Vacuous
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params, validate_laws
 
 
@@ -41,7 +42,7 @@ def check_equivalent(case: Any, runs: Any) -> str:
                             + listed(problems))
             moved = max_movement(initial, variant_runs[0].values(), tol)
             if moved < case.min_movement:
-                raise AssertionError(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
+                raise Vacuous(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
                                      f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
             compared.append(f"{name} ({len(variants)} variants)")
     return f"{', '.join(compared)} agree over {steps} steps, state included"
@@ -74,4 +75,4 @@ def _shown(kwargs: dict[str, Any]) -> str:
 
 LAW_EQUIVALENT = Check("law_equivalent", check_equivalent, "kwargs that pick an implementation do not change the run",
                        "primary", section=Laws, section_key=SECTION_KEY, validate=validate_laws,
-                       declared=lambda laws: bool(laws and laws.equivalent))
+                       declared=lambda laws: bool(laws and laws.equivalent), rungs=MOVES)

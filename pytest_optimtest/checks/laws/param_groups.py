@@ -13,7 +13,8 @@ from ...harness.compare import max_movement
 from ...harness.isolation import isolated_case
 from ...harness.law_runs import grouped_run, law_grads, law_params
 from ...spec.values import build_value
-from ..base import Check
+from ...harness.ladder import MOVES
+from ..base import Check, Vacuous
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
 
 FIRST, SECOND = ["weight", "bias"], ["sometimes", "frozen"]  # the law params in two groups, every grad present
@@ -40,7 +41,7 @@ def check_param_groups(case: Any, runs: Any) -> str:
                                  "read lr from the constructor, or another group, or add to it?)")
         moved = max_movement({n: initial[n] for n in FIRST}, {n: run.params[n].detach() for n in FIRST}, tol)
         if moved < case.min_movement:
-            raise AssertionError(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
+            raise Vacuous(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
                                  f"in {steps} steps, so its lr-0 twin staying put proves nothing")
         _changed_lr_changes_that_group_only(case, params, grads, steps)
     return (f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps; halving one group's lr "
@@ -59,7 +60,7 @@ def _changed_lr_changes_that_group_only(case: Any, params: dict, grads: list, st
     # a param whose update rounds away (low precision) shows no lr at all: it is not evidence
     seen = [n for n in FIRST if not torch.equal(before[n], base.params[n].detach())]
     if not seen:
-        raise AssertionError(f"{case.id}: vacuous: group 0's step {steps + 1} left its params bitwise unchanged at "
+        raise Vacuous(f"{case.id}: vacuous: group 0's step {steps + 1} left its params bitwise unchanged at "
                              f"{case.dtype} (the update rounds away), so halving its lr cannot be seen")
     same_first = [n for n in seen if torch.equal(base.params[n].detach(), changed.params[n].detach())]
     if same_first:
@@ -81,4 +82,4 @@ def _halve_lr(group: dict) -> None:
 
 
 LAW_PARAM_GROUPS = Check("law_param_groups", check_param_groups, "each param group's own lr is the one used", "primary",
-                         section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.param_groups))
+                         section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.param_groups), rungs=MOVES)

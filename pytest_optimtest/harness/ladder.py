@@ -1,0 +1,190 @@
+"""The prerequisite ladder every check of a case stands on: the optimizer constructs, its eager
+step runs, the eager step moves params, torch.compile captures a graph of the step's own, and
+the compiled step runs. A rung that fails is one root cause: one item of the case is red with
+it, and every other item that needs the rung is skipped as blocked by it (session.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import torch_api
+from .blame import blame
+from .builder import make_closure, make_optimizer, model_with_grads
+from .compiled_run import CompiledStepOnlyError
+from .devices import seed_all
+
+if TYPE_CHECKING:  # annotations only
+    from .run_cache import RunCache
+
+RUNGS = ("constructs", "eager_steps", "eager_moves", "graph_captured", "compiled_steps")
+EAGER = ("constructs", "eager_steps")
+MOVES = (*EAGER, "eager_moves")
+COMPILED = (*EAGER, "graph_captured", "compiled_steps")
+COMPARED_COMPILED = (*MOVES, "graph_captured", "compiled_steps")
+LOW_PRECISION = ("bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class RungFailure:
+    """Why a rung failed: the cause in one line, the user's file and line when their code raised,
+    and the exception itself (the root-cause item re-raises it, so its blame and frames show)."""
+
+    rung: str
+    cause: str
+    where: str = ""
+    error: BaseException | None = None
+    vacuous: bool = False  # not a finding: every check that needs the rung is vacuous, none red
+    not_applicable: bool = False  # the case cannot be run as written (a spec's doing): every check skips
+
+    def blocked(self) -> str:
+        """The skip reason of a check that needs this rung."""
+        return f"blocked by {self.rung}: {self.cause}" + (f" ({self.where})" if self.where else "")
+
+    def as_record(self) -> dict[str, Any]:
+        return {"rung": self.rung, "cause": self.cause, "where": self.where}
+
+
+@dataclass
+class EagerProbe:
+    """The eager rungs of a case: constructed, stepped `steps` times, moved or not."""
+
+    failure: RungFailure | None
+    steps: int
+
+
+class Ladder:
+    """A case's rungs, climbed lazily and once: the eager ones by a short eager run of their own,
+    the compiled ones read off the case's shared compiled run."""
+
+    def __init__(self, case: Any, runs: RunCache) -> None:
+        self.case, self.runs = case, runs
+        self._eager: EagerProbe | None = None
+        self._compiled: RungFailure | None | bool = False  # False: not climbed yet
+
+    def first_failure(self, rungs: tuple[str, ...]) -> RungFailure | None:
+        """The lowest failed rung among `rungs` (climbing what it must), or None."""
+        for rung in RUNGS:
+            if rung not in rungs:
+                continue
+            failure = self._eager_failure() if rung in MOVES else self._compiled_failure()
+            if failure is not None and (failure.rung == rung or RUNGS.index(failure.rung) < RUNGS.index(rung)):
+                return failure
+        return None
+
+    def _eager_failure(self) -> RungFailure | None:
+        if self._eager is None:
+            self._eager = probe_eager(self.case)
+        return self._eager.failure
+
+    def _compiled_failure(self) -> RungFailure | None:
+        if self._compiled is False:
+            self._compiled = self._climb_compiled()
+        return self._compiled  # type: ignore[return-value]
+
+    def _climb_compiled(self) -> RungFailure | None:
+        try:
+            run = self.runs.compiled(self.case)
+        except CompiledStepOnlyError as exc:
+            found = blame(exc.error)
+            return RungFailure("compiled_steps", _one_line(exc), found.where or found.innermost, exc)
+        except Exception:  # not a rung's verdict (a closure the step cannot take, a timeout): each check says it
+            return None
+        why = run.not_compiled()
+        if why:
+            breaks = "\n    - ".join(torch_api.graph_break_summary(reason) for reason in run.graph_breaks) or "none"
+            return RungFailure("graph_captured", why, error=AssertionError(
+                f"{self.case.id}: not compiled: {why}, so no compiled check of this case can say anything; dynamo's "
+                f"graph breaks:\n    - {breaks}"))
+        return None
+
+
+def probe_eager(case: Any) -> EagerProbe:
+    """Construct the case's optimizer and take its steps eagerly (a closure where the case has one
+    and the step takes one): the first rung that fails, if any."""
+    steps = max(case.steps, 2)
+    if not getattr(torch, case.dtype).is_floating_point:  # complex cases are the complex law's, over its own params
+        return EagerProbe(None, 0)
+    with _guarded():
+        try:
+            model, inputs, loss_fn = model_with_grads(case)
+            optimizer = make_optimizer(case, model)
+        except Exception as exc:
+            return EagerProbe(_failure("constructs", exc), 0)
+        initial = [p.detach().clone() for p in model.parameters()]
+        closure = make_closure(model, optimizer, inputs, loss_fn) if case.closure and takes_closure(optimizer) else None
+        if closure is None and requires_closure(optimizer):
+            return EagerProbe(RungFailure("eager_steps", f"{type(optimizer).__qualname__}.step requires a closure and this "
+                                          f"case steps without one: give the spec `closure: [true]` ({case.location})",
+                                          not_applicable=True), 0)
+        for step in range(steps):
+            seed_all(case.seed + 1 + step)
+            try:
+                with torch.no_grad():
+                    optimizer.step(closure) if closure is not None else optimizer.step()  # type: ignore[arg-type]
+            except Exception as exc:
+                return EagerProbe(_failure("eager_steps", exc, f"at eager step {step + 1}: "), step)
+        if all(torch.equal(before, p.detach()) for before, p in zip(initial, model.parameters())):
+            return EagerProbe(_unmoved(case, steps), steps)
+    return EagerProbe(None, steps)
+
+
+def takes_closure(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the optimizer's step has a parameter for a closure (a C step or one without a
+    signature is given the benefit of the doubt)."""
+    try:
+        return len(inspect.signature(type(optimizer).step).parameters) > 1
+    except (TypeError, ValueError):
+        return True
+
+
+def requires_closure(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the step's closure parameter has no default (LBFGS-like steps)."""
+    try:
+        parameters = list(inspect.signature(type(optimizer).step).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return False
+    return bool(parameters) and parameters[0].default is inspect.Parameter.empty \
+        and parameters[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _unmoved(case: Any, steps: int) -> RungFailure:
+    lr = case.kwargs.get("lr", "the default")
+    if case.dtype in LOW_PRECISION:
+        return RungFailure("eager_moves", f"{steps} eager steps at lr {lr} left every {case.dtype} param bitwise unchanged "
+                           f"(its updates round away at {case.dtype}): every comparison would be vacuous; raise lr for "
+                           f"this dtype in {case.location}", vacuous=True)
+    return RungFailure("eager_moves", f"{steps} eager steps at lr {lr} left every param bitwise unchanged: the step does "
+                       f"nothing, or its lr or steps are too small to move anything ({case.location})",
+                       error=AssertionError(f"{case.id}: the optimizer's step moved nothing: {steps} eager steps at lr "
+                                            f"{lr} left every param bitwise unchanged, so every comparison of this case "
+                                            f"would be vacuous; raise lr or steps in {case.location} if that is expected"))
+
+
+def _failure(rung: str, exc: BaseException, prefix: str = "") -> RungFailure:
+    found = blame(exc)
+    return RungFailure(rung, prefix + _one_line(exc), found.where or found.innermost, exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+@contextlib.contextmanager
+def _guarded() -> Iterator[None]:
+    """The probe leaves no trace: RNG, grad mode and default dtype restored, torch's warnings silenced."""
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    with torch.random.fork_rng(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            yield
+        finally:
+            torch.set_grad_enabled(grad)
+            torch.set_default_dtype(dtype)
