@@ -166,6 +166,7 @@ class CheckItem(pytest.Item):
         self.case = case
         self.check = check
         self.root_cause: RungFailure | None = None  # set when this item is its case's one red for a failed rung
+        self.diagnoses: list[str] = []  # what the case's runs show about its failure
 
     def setup(self) -> None:
         _session(self).setup_item(self)
@@ -182,7 +183,9 @@ class CheckItem(pytest.Item):
         if self.root_cause is not None:
             where += (f"\nroot cause of this case: its ladder's rung {self.root_cause.rung!r} failed; every other check "
                       "of the case that needs it is skipped as blocked by it")
-        return f"{where}\n{failure_text(excinfo.value, _session(self).registry[self.check].run)}"
+        shown = failure_text(excinfo.value, _session(self).registry[self.check].run)
+        extra = [d for d in self.diagnoses if d not in shown]
+        return f"{where}\n{shown}" + "".join(f"\n  diagnosis: {d}" for d in extra)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.case.line or 1) - 1, f"{self.check}[{self.case.id}]"

@@ -19,6 +19,7 @@ import torch
 
 from .checks.laws.section import Laws
 from .harness.compare import max_movement
+from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
@@ -43,19 +44,25 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     flags = [n for n, v in defaults.items() if isinstance(v, bool) or (v is None and n in ("foreach", "maximize"))]
     default_lr = defaults.get("lr", 1e-3)
     default_lr = default_lr if isinstance(default_lr, float) and default_lr > 0 else 1e-3
+    has_lr = takes_keyword(cls, "lr")  # type: ignore[arg-type]  # a class
     # The constructor's default, at most 0.01: the test models diverge over the in-backward checks'
     # six steps at SGD-like defaults such as 0.1, and a diverged run is a failed (not a passed) check.
     lr = min(default_lr, 1e-2)
     name = cls.__name__.lower()
-    form, factory, form_lines = _params_form(cls, {"lr": lr} if takes_keyword(cls, "lr") else {})  # type: ignore[arg-type]  # a class
-    lr, lr_note = _moving_lr(cls, form, factory, lr, max(default_lr, 1e-2)) if takes_keyword(cls, "lr") else (lr, "")  # type: ignore[arg-type]
-    low_precision_lines, bf16_lr = _low_precision(cls, form, factory, lr, max(default_lr, 1e-2))
-    state_dtype = _probed_state_dtype(cls, form, factory, lr if takes_keyword(cls, "lr") else None)  # type: ignore[arg-type]
+    form, factory, form_lines = _params_form(cls, {"lr": lr} if has_lr else {})
+    bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
+    dtype = torch.bfloat16 if bf16_only else torch.float32
+    lr, lr_note = _moving_lr(cls, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
+    low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(cls, form, factory, lr, max(default_lr, 1e-2))
+    state_dtype = _probed_state_dtype(cls, form, factory, lr if has_lr else None)
+    stored, dropped = _stored_flags(cls, form, {"lr": lr} if has_lr else {}, ("foreach", "maximize"))
+    shapes, shape_notes = _shape_claims(cls, form, {"lr": lr} if has_lr else {}, dtype)
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
         f"optimizer: {optimizer}",
-        f"kwargs: {{lr: {lr!r}}}" + (f"  # {lr_note}" if lr_note else ""),
+        (f"kwargs: {{lr: {lr!r}}}" + (f"  # {lr_note}" if lr_note else "")) if has_lr
+        else f"kwargs: {{}}  # {cls.__name__} takes no lr: fill in the kwargs a case needs",
         *form_lines,
         "cases:",
         "  - name: default",
@@ -74,21 +81,22 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     skipped = [f for f in flags if f in DEVICE_FLAGS]
     if skipped:
         lines.append(f"# left out: {', '.join(skipped)} (CUDA or autograd-through-step paths; add cases with devices: [cuda])")
+    if dropped:
+        lines.append(f"# left out of the laws and properties: {', '.join(dropped)}: the constructor accepts it and keeps it "
+                     "nowhere (not in its defaults, param groups or attributes), so a law over it would compare identical runs")
+    if has_lr:  # a tensor lr, and the schedulers that change lr, need an lr
+        lines += ["  - name: tensor_lr", f"    kwargs: {{lr: {{tensor: {lr!r}}}}}", "    schedulers: true"]
     lines += [
-        "  - name: tensor_lr",
-        f"    kwargs: {{lr: {{tensor: {lr!r}}}}}",
-        "    schedulers: true",
         *low_precision_lines,
-        "schedulers:",
-        "  StepLR: {step_size: 1, gamma: 0.5}",
-        "  CosineAnnealingLR: {T_max: 10}",
+        *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if has_lr else []),
         "closure: [false, true]",
         "devices: [cpu, cuda]",
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
-        *_properties(cls, state_dtype == "param"),
+        *[f"# {note}" for note in shape_notes],
+        *_properties(cls, state_dtype == "param", stored, shapes),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
-        *_laws(cls, max(lr, bf16_lr), factory is two_linear_no_bias),
+        *_laws(cls, max(lr, bf16_lr), factory is two_linear_no_bias, stored, "allow_empty" not in shapes),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -153,6 +161,9 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     if step_problem and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
         lines.append(f"model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: {step_problem}")
         return form, two_linear_no_bias, lines
+    if step_problem and _stepped(cls, form, kwargs, two_linear, steps=1, dtype=torch.bfloat16)[1] is None:
+        lines.append(f"dtypes: [bfloat16]  # its step refuses float32 params and steps bf16 ones: {step_problem}")
+        return form, two_linear, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
                      "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
@@ -184,13 +195,25 @@ def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) ->
             optimizer.step()
     except Exception as exc:  # the optimizer's verdict on bf16 params
         return f"its step raised over bf16 params ({_first_line(exc)})"
-    seen = {str(v.dtype).removeprefix("torch.") for state in optimizer.state.values() for v in state.values()
-            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() > 0}
+    seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(optimizer.state)
+            if v.is_floating_point() and v.dim() > 0}
     if seen == {"bfloat16"}:
         return "param"
     if seen == {"float32"}:
         return "float32"
     return f"over bf16 params its state tensors are {', '.join(sorted(seen))}" if seen else "it keeps no state tensor"
+
+
+def _state_tensors(state: Any) -> list[torch.Tensor]:
+    """Every tensor in the optimizer's state, however it nests it (dicts, lists, a tensor as a
+    param's whole state); a tensor's own `.values()` (sparse layouts) is not a container's."""
+    if isinstance(state, torch.Tensor):
+        return [state]
+    if isinstance(state, dict):
+        return [t for v in state.values() for t in _state_tensors(v)]
+    if isinstance(state, (list, tuple)):
+        return [t for v in state for t in _state_tensors(v)]
+    return []
 
 
 def _state_dtype_lines(state_dtype: str) -> list[str]:
@@ -273,13 +296,53 @@ def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
     return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance), None
 
 
-def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:
+def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) -> tuple[set[str], list[str]]:
+    """(flags the constructor takes and keeps, flags it takes and keeps nowhere): a law or property
+    over a flag that is swallowed by **kwargs would compare two identical runs."""
+    stored, dropped = set(), []
+    for flag in flags:
+        if not takes_keyword(cls, flag):
+            continue
+        try:
+            optimizer = construct(cls, form, two_linear(), {**kwargs, flag: True}, "cpu")
+        except Exception:  # noqa: BLE001  # refused: nothing to propose over it
+            continue
+        if unstored_kwargs(optimizer, [flag]):
+            dropped.append(flag)
+        else:
+            stored.add(flag)
+    return stored, dropped
+
+
+def _shape_claims(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
+    """(fuzz settings, notes): the param shapes the step refuses, probed one at a time (a 0-d param,
+    a param with a 0 side), so that fuzz draws only shapes the optimizer claims."""
+    if form not in ("list", "named"):
+        return {}, ["fuzzed shapes: init steps loose params only; set min_dims / allow_empty if it refuses some"]
+    settings: dict[str, Any] = {}
+    notes = []
+    for shape, setting, value in (((), "min_dims", 1), ((0, 3), "allow_empty", False)):
+        torch.manual_seed(0)
+        param = torch.nn.Parameter(torch.randn(shape, dtype=dtype))
+        param.grad = torch.randn_like(param)
+        try:
+            construct(cls, form, [param], kwargs, "cpu").step()
+        except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on that shape
+            settings[setting] = value
+            notes.append(f"fuzz draws no param of shape {shape} ({setting}: {str(value).lower()}): its step refused "
+                         f"one: {_first_line(exc)}")
+    return settings, notes
+
+
+def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bool = True) -> list[str]:
     """The conformance laws the constructor makes checkable; the two init cannot judge, commented out."""
     lines = ["laws:  # conformance laws, each its own item (README: conformance laws); drop one it does not claim"]
     if matrices_only:
         lines.append("  min_ndim: 2  # its step refuses 1-D params")
+    if not empty:
+        lines.append("  empty: false  # its step refuses a param with a 0 side")
     variants = []
-    if takes_keyword(cls, "foreach"):
+    if "foreach" in stored:
         variants.append("    foreach: [{foreach: false}, {foreach: true}]")
     if takes_keyword(cls, "lr"):
         variants.append(f"    tensor_lr: [{{lr: {lr!r}}}, {{lr: {{tensor: {lr!r}}}}}]")
@@ -294,15 +357,16 @@ def _laws(cls: type, lr: float, matrices_only: bool) -> list[str]:
     return lines
 
 
-def _properties(cls: type, state_follows_param: bool) -> list[str]:
+def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any]) -> list[str]:
     """The metamorphic properties the constructor allows; elementwise commented out (init cannot know),
-    dtypes only where the state follows the param's dtype."""
-    every = "{examples: {ci: 10, dev: 20}}"
+    dtypes only where the state follows the param's dtype; each drawing only the shapes it steps."""
+    bounds = "".join(f", {k}: {str(v).lower()}" for k, v in shapes.items())
+    every = f"{{examples: {{ci: 10, dev: 20}}{bounds}}}"
     lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (README: properties beyond parity)",
              f"  determinism: {every}  # two runs from one seed are bitwise equal"]
     if state_follows_param:
         lines.append(f"  dtypes: {every}  # params and state keep their dtype (bfloat16, float64)")
-    if takes_keyword(cls, "maximize"):
+    if "maximize" in stored:
         lines.append(f"  maximize: {every}  # maximize on grad g equals minimize on -g, state included")
     if takes_keyword(cls, "lr"):
         lines.append(f"  zero_lr: {every}  # lr=0 leaves params unchanged; drop if a decay or minimum step ignores lr")
@@ -319,6 +383,10 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         filename, text = starter_spec(optimizer)
     except (ImportError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a probe that met what it did not foresee: said in a line, never a traceback
+        print(f"error: init could not probe {optimizer}: {_first_line(exc)} (please report it to pytest-optimtest "
+              "with the optimizer's package)", file=sys.stderr)
         return 1
     if output is not None and str(output) == "-":
         sys.stdout.write(text)

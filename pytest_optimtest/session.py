@@ -27,6 +27,7 @@ from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
+from .harness.diagnosis import run_diagnoses
 from .harness.ladder import RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
@@ -239,11 +240,24 @@ class OptimtestSession:
             pytest.skip(str(exc))
         except (Exception, CaseTimedOut) as exc:
             self.outcomes[key] = _why(exc)
+            item.diagnoses = self._diagnoses(item)
             raise
         finally:
             self.check_seconds += time.perf_counter() - start
             metrics = reporting.item_metrics(check, item.case, self.runs)
+            if item.diagnoses:
+                metrics = {**metrics, "diagnoses": sorted({*metrics.get("diagnoses", []), *item.diagnoses})}
             item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics, verdict))]
+
+    def _diagnoses(self, item: CheckItem) -> list[str]:
+        """What the case's runs show about any failure on it: the diagnoses belong to the run, not to parity."""
+        if not isinstance(item.case, Case) or item.root_cause is not None:
+            return []
+        try:
+            ladder = self.runs.ladder(item.case)
+            return run_diagnoses(item.check, self.runs.peek("compiled", item.case), ladder.draws)
+        except Exception:  # noqa: BLE001  # a diagnosis is evidence beside the verdict, never a second failure
+            return []
 
     def _blocking(self, name: str, case: Any) -> RungFailure | None:
         """The lowest failed rung of the case's ladder that check `name` stands on, or None."""

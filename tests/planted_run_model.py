@@ -60,3 +60,68 @@ class SwallowingSGD(PlainSGD):
 
     def __init__(self, params, lr=0.1, **kwargs):
         super().__init__(params, lr)
+
+
+class NoLrSGD(PlainSGD):
+    """A constructor without lr (CDoWG's shape): its step size comes from eps and the grads."""
+
+    def __init__(self, params, eps=0.1):
+        torch.optim.Optimizer.__init__(self, params, {"eps": eps})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["eps"])
+
+
+class SparseStateSGD(PlainSGD):
+    """Keeps a param's whole state as a sparse tensor (not a dict), which has a `.values()` of its own."""
+
+    def _update(self) -> None:
+        super()._update()
+        for p in self.param_groups[0]["params"]:
+            self.state[p] = p.detach().to_sparse()
+
+
+class Bf16OnlySGD(PlainSGD):
+    """Stochastic-rounding style: refuses params that are not bf16."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dtype != torch.bfloat16:
+                    raise TypeError(f"Bf16OnlySGD steps bfloat16 params only, got {p.dtype}")
+        super()._update()
+
+
+class MatrixAndVectorSGD(PlainSGD):
+    """Steps params with at least one dimension and one element: reshapes each to (rows, -1)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                rows = p.shape[0]
+                p.add_(p.grad.reshape(rows, -1).reshape(p.shape), alpha=-group["lr"])
+
+
+class RoundingChainSGD(PlainSGD):
+    """Correct; its update is a chain of pointwise ops, which at bf16 eager rounds after each op and
+    inductor rounds once (unless emulate_precision_casts)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                u = p.grad * 1.7
+                u = u / 1.3
+                u = u * 0.37
+                u = u * 3.1
+                p.sub_(u * group["lr"])
+
+
+class GroupCountingSGD(PlainSGD):
+    """Correct SGD that counts its steps in each param group (a write into the group inside step)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["steps"] = group.get("steps", 0) + 1
+        super()._update()

@@ -23,6 +23,13 @@ SPECS = {
     "explode": "optimizer: planted_run_model:ExplodingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "rounds": "optimizer: planted:PlainSGD\nkwargs: {lr: 1.0e-7}\ndtypes: [bfloat16]\nchecks: [parity, in_backward]\n",
+    "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads, in_backward]\n",
+    "chain": "optimizer: planted_run_model:RoundingChainSGD\nkwargs: {lr: 0.01}\ndtypes: [bfloat16]\nchecks: [parity]\n"
+             "tolerance: {bfloat16: {atol: 0, rtol: 0}}\n",
+    "named": "optimizer: planted_unseen:NamedParamsSGD\nkwargs: {lr: 0.1}\nparams: named\nchecks: [law_param_groups]\n"
+             "laws: {param_groups: true}\n",
+    "groupcount": "optimizer: planted_run_model:GroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\n",
+    "noclosure": "optimizer: planted_unseen:NoClosureSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
 }
 
 
@@ -34,7 +41,7 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
     root = tmp_path_factory.mktemp("run_model")
-    for module in ("planted.py", "planted_run_model.py"):
+    for module in ("planted.py", "planted_run_model.py", "planted_unseen.py"):
         shutil.copy(TESTS / module, root / module)
     (root / "specs").mkdir()
     for name, text in SPECS.items():
@@ -93,3 +100,66 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     assert outcomes == {"parity": "SKIPPED", "in_backward": "SKIPPED"}, outcomes
     assert "left every bfloat16 param bitwise unchanged (its updates round away at bfloat16)" in out
     assert {(r["verdict"] or {}).get("kind") for r in report["items"] if r["case"] == "plainsgd-default-bfloat16-cpu"} == {"vacuous"}
+
+
+@pytest.mark.parametrize("optimizer, present, absent", [
+    ("planted_run_model:NoLrSGD", ["kwargs: {}  # NoLrSGD takes no lr"], ["{lr:", "tensor_lr", "StepLR", "param_groups: true"]),
+    ("planted_run_model:SparseStateSGD", ["kwargs: {lr:"], []),
+    ("planted_run_model:Bf16OnlySGD", ["dtypes: [bfloat16]  # its step refuses float32 params"], ["fill in `params`", "low_precision"]),
+    ("planted_run_model:MatrixAndVectorSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1, allow_empty: false}",
+                                              "  empty: false", "# fuzz draws no param of shape () (min_dims: 1)"], []),
+    ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
+     ["foreach: [{foreach: false}", "  maximize:"]),
+])
+def test_init_probes_instead_of_guessing_and_every_spec_it_writes_loads(tmp_path, monkeypatch, capsys, optimizer, present, absent):
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    for module in ("planted.py", "planted_run_model.py"):
+        shutil.copy(TESTS / module, tmp_path / module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "spec.yaml"
+    assert write_starter_spec(optimizer, path) == 0, capsys.readouterr().err
+    text = path.read_text()
+    assert "Traceback" not in capsys.readouterr().err
+    for line in present:
+        assert line in text, text
+    for line in absent:
+        assert line not in text, text
+
+
+def test_a_law_over_a_kwarg_the_constructor_swallows_is_vacuous_not_green(pytester):
+    for module in ("planted.py", "planted_run_model.py"):
+        shutil.copy(TESTS / module, pytester.path / module)
+    pytester.makefile(".yaml", swallow="optimizer: planted_run_model:SwallowingSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
+                      "laws:\n  equivalent:\n    foreach: [{foreach: false}, {foreach: true}]\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "swallow.yaml", "-n", "0", "-p", "no:randomly", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*vacuous: law equivalent[[]foreach[]]: SwallowingSGD accepted foreach and kept it nowhere*"])
+
+
+def test_diagnoses_belong_to_the_run_and_show_on_every_check_that_fails_on_it(session):
+    out, report, _ = session
+    outcomes = _outcomes(out, "noisysgd-default-cpu")
+    assert outcomes == {"parity": "FAILED", "none_grads": "FAILED", "in_backward": "FAILED"}, outcomes
+    rng = "the optimizer draws random numbers in its step, and inductor's RNG is not eager's"
+    none_grads = out[out.index("[none_grads] noisysgd-default-cpu"):]
+    assert rng in none_grads[:none_grads.index("\n___")]
+    in_backward = out[out.index("[in_backward] noisysgd-default-cpu"):]
+    assert "draws from torch's global RNG in its step, and in_backward steps params in another order" in in_backward
+    [record] = [r for r in report["items"] if r["case"] == "noisysgd-default-cpu" and r["check"] == "none_grads"]
+    assert any(rng in d for d in record["metrics"]["diagnoses"])
+
+
+def test_a_low_precision_difference_is_called_inductors_rounding_only_when_emulate_precision_casts_removes_it(session):
+    out, _, _ = session
+    assert _outcomes(out, "roundingchainsgd-default-bfloat16-cpu") == {"parity": "FAILED"}
+    assert "torch's doing (inductor's rounding at bfloat16): inductor computes the step's pointwise chain in float32" in out
+
+
+def test_regimes_share_the_one_comparison_and_the_steps_signature(session):
+    out, _, _ = session
+    assert _outcomes(out, "groupcountingsgd-default-cpu") == {"fsdp": "PASSED"}  # dynamo's `capturable` is not compared
+    assert _outcomes(out, "noclosuresgd-default-cpu") == {"checkpoint": "PASSED"}  # DCP's step(closure=None)
+    assert _outcomes(out, "namedparamssgd-default-cpu") == {"law_param_groups": "SKIPPED"}
+    assert re.search(r"NamedParamsSGD refuses param groups \(of named params\)", out)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..harness.compare import listed, value_differences
+from ..harness.compare import listed, snapshot_differences
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.vacuity import require_moved
@@ -67,10 +67,7 @@ def _raised(case: Any, what: str, trained: Trained) -> None:
 
 def _differences(label: str, reference: Trained, other: Trained, tol: Tolerance,
                  reference_label: str = "one process") -> list[str]:
-    labels = (reference_label, label)
-    return (value_differences("param", reference.params, other.params, tol, labels)
-            + value_differences("state", reference.state, other.state, tol, labels)
-            + value_differences("param_groups", reference.groups, other.groups, tol, labels))
+    return snapshot_differences(reference, other, tol, (reference_label, label))
 
 
 def check_fsdp(case: Any, runs: Any) -> str:

@@ -110,17 +110,24 @@ def dynamo_group_keys(eager: Any, compiled: Any) -> list[str]:
             for key, value in DYNAMO_GROUP_KEYS.items() if c.get(key, _ABSENT) == value and e.get(key, _ABSENT) != value]
 
 
-def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance, labels: tuple[str, str] = LABELS) -> list[str]:
-    """Every difference between two OptimizerSnapshots: params, state, param_groups, attributes;
-    group keys that dynamo adds (see DYNAMO_GROUP_KEYS) are not the optimizer's difference."""
+def group_differences(reference: list[dict[str, Any]], other: list[dict[str, Any]], tol: Tolerance,
+                      labels: tuple[str, str] = LABELS) -> list[str]:
+    """Differences between two runs' param groups; a key that dynamo writes (see DYNAMO_GROUP_KEYS)
+    where the other run holds its value and the reference does not is torch's, not the optimizer's."""
     groups = [{k: (e[k] if k in e else v) if DYNAMO_GROUP_KEYS.get(k, _ABSENT) == v else v
                for k, v in c.items() if k in e or DYNAMO_GROUP_KEYS.get(k, _ABSENT) != v}
-              for e, c in zip(eager.groups, compiled.groups)] + compiled.groups[len(eager.groups):]
+              for e, c in zip(reference, other)] + other[len(reference):]
+    return value_differences("param_groups", reference, groups, tol, labels)
+
+
+def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance, labels: tuple[str, str] = LABELS) -> list[str]:
+    """Every difference between two OptimizerSnapshots (or anything with params, state, groups
+    and optionally attrs): the one comparison every check makes between two runs."""
     return (
         value_differences("param", eager.params, compiled.params, tol, labels)
         + value_differences("state", eager.state, compiled.state, tol, labels)
-        + value_differences("param_groups", eager.groups, groups, tol, labels)
-        + value_differences("optimizer attribute", eager.attrs, compiled.attrs, tol, labels)
+        + group_differences(eager.groups, compiled.groups, tol, labels)
+        + value_differences("optimizer attribute", getattr(eager, "attrs", {}), getattr(compiled, "attrs", {}), tol, labels)
     )
 
 

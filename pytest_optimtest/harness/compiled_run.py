@@ -210,11 +210,11 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
     run.perturbed = perturb
 
 
-def rerun_differences(case: Case, steps: int, backend: str = "inductor") -> list[str]:
-    """Eager vs a compiled twin built with `backend` (and the case as given, e.g. fallback_random
-    flipped), after exactly `steps` steps: the differences. For parity's diagnoses: which change
-    makes the difference go away says whose it is."""
-    with isolated_case(case), torch_api.recording_recompiles():
+def rerun_differences(case: Case, steps: int, backend: str = "inductor", **inductor_options: Any) -> list[str]:
+    """Eager vs a compiled twin built with `backend` and `inductor_options` (and the case as given,
+    e.g. fallback_random flipped), after exactly `steps` steps: the differences. For parity's
+    diagnoses: which change makes the difference go away says whose it is."""
+    with isolated_case(case), torch_api.inductor_config(**inductor_options), torch_api.recording_recompiles():
         twins, eager_closure, compiled_step, schedulers = _prepared(case, backend)
         with torch.no_grad():
             for step in range(steps):

@@ -51,22 +51,64 @@ def parity_diagnoses(run: Any) -> list[str]:
     decides between mechanisms runs here, once, when parity has already failed."""
     if "parity" in run.case.xfail:  # its reason already names the mechanism: no reruns for a verdict nobody reads
         return _storage_and_rng(run, rerun=False)
-    return [*_storage_and_rng(run), _aot_eager(run)]
+    return [*_storage_and_rng(run), *_precision_casts(run), _aot_eager(run)]
+
+
+PER_PARAM_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimizers", "zero", "fsdp", "checkpoint",
+                     "distributed")
+
+
+def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
+    """What the case's runs already show, for any check that failed on it (parity adds its reruns
+    to its own message): storage aliasing and RNG use in the shared compiled run, and the RNG draw
+    order of the regimes that step params one at a time or one shard per rank."""
+    lines = (run.diagnoses or _storage_and_rng(run, rerun=False)) if run is not None and check != "parity" else []
+    if "torch" in draws and check in PER_PARAM_REGIMES:
+        lines.append(f"the optimizer draws from torch's global RNG in its step, and {check} steps params in another "
+                     "order (one param as its grad is ready, or one shard per rank) than the reference, so the draws "
+                     "land on other elements: a difference here may be the draw order, not the optimizer's arithmetic "
+                     "(compare with a generator per param, or skip this check with that reason)")
+    if "python" in draws:
+        lines.append("the optimizer's step draws from Python's global `random`: runs seeded alike by torch.manual_seed "
+                     "still differ (seed `random` too, or draw from torch)")
+    return lines
 
 
 def _reproduce(case: Any) -> str:
     return f"reproduce: pytest --optim-spec {shown_path(case.spec_path)} -k '{case.id} and parity'"
 
 
-def _rerun(case: Any, steps: int, backend: str = "inductor") -> list[str] | str:
+def _rerun(case: Any, steps: int, backend: str = "inductor", **inductor_options: Any) -> list[str] | str:
     """The rerun's differences, or why it could not run."""
     # compiled_run imports this module (storage_aliases): the reruns load it when a diagnosis needs them.
     from .compiled_run import rerun_differences
 
     try:
-        return rerun_differences(case, steps, backend)
+        return rerun_differences(case, steps, backend, **inductor_options)
     except Exception as exc:  # the rerun is evidence, not the verdict: its failure is reported as such
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+LOW_PRECISION = ("bfloat16", "float16")
+
+
+def _precision_casts(run: Any) -> list[str]:
+    """At bf16/fp16, inductor computes a chain of pointwise ops in float32 and rounds once where eager
+    rounds after every op; `emulate_precision_casts` makes it round as eager does. Whether the
+    difference goes away with it says whether that is the whole of it."""
+    case = run.case
+    if case.dtype not in LOW_PRECISION:
+        return []
+    found = _rerun(case, run.steps, emulate_precision_casts=True)
+    if isinstance(found, str):
+        return [f"compiled with inductor's emulate_precision_casts, the step raised ({found}): no verdict on its rounding"]
+    if not found:
+        return [f"torch's doing (inductor's rounding at {case.dtype}): inductor computes the step's pointwise chain in "
+                f"float32 and rounds once, eager rounds after every op; with emulate_precision_casts=True the "
+                f"{run.steps} steps match eager, so the difference is that rounding, not the optimizer's; "
+                f"{_reproduce(case)}"]
+    return [f"with inductor's emulate_precision_casts=True the step still differs ({len(found)} values): more than "
+            f"inductor's float32 upcasting at {case.dtype} differs"]
 
 
 def _aot_eager(run: Any) -> str:

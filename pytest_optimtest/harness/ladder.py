@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import random
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class EagerProbe:
 
     failure: RungFailure | None
     steps: int
+    draws: tuple[str, ...] = ()  # the global RNGs its step advanced: "torch", "python"
 
 
 class Ladder:
@@ -77,6 +79,12 @@ class Ladder:
             if failure is not None and (failure.rung == rung or RUNGS.index(failure.rung) < RUNGS.index(rung)):
                 return failure
         return None
+
+    @property
+    def draws(self) -> tuple[str, ...]:
+        """The global RNGs the eager step advanced (climbing the eager rungs if it must)."""
+        self._eager_failure()
+        return self._eager.draws if self._eager is not None else ()
 
     def _eager_failure(self) -> RungFailure | None:
         if self._eager is None:
@@ -123,16 +131,21 @@ def probe_eager(case: Any) -> EagerProbe:
             return EagerProbe(RungFailure("eager_steps", f"{type(optimizer).__qualname__}.step requires a closure and this "
                                           f"case steps without one: give the spec `closure: [true]` ({case.location})",
                                           not_applicable=True), 0)
+        drawn = set()
         for step in range(steps):
             seed_all(case.seed + 1 + step)
+            torch_state, python_state = torch.get_rng_state(), random.getstate()
             try:
                 with torch.no_grad():
                     optimizer.step(closure) if closure is not None else optimizer.step()  # type: ignore[arg-type]
             except Exception as exc:
                 return EagerProbe(_failure("eager_steps", exc, f"at eager step {step + 1}: "), step)
+            drawn |= {"torch"} if not torch.equal(torch_state, torch.get_rng_state()) else set()
+            drawn |= {"python"} if python_state != random.getstate() else set()
+        draws = tuple(sorted(drawn))
         if all(torch.equal(before, p.detach()) for before, p in zip(initial, model.parameters())):
-            return EagerProbe(_unmoved(case, steps), steps)
-    return EagerProbe(None, steps)
+            return EagerProbe(_unmoved(case, steps), steps, draws)
+    return EagerProbe(None, steps, draws)
 
 
 def takes_closure(optimizer: torch.optim.Optimizer) -> bool:
@@ -181,10 +194,12 @@ def _one_line(exc: BaseException) -> str:
 def _guarded() -> Iterator[None]:
     """The probe leaves no trace: RNG, grad mode and default dtype restored, torch's warnings silenced."""
     grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    python_state = random.getstate()
     with torch.random.fork_rng(), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         try:
             yield
         finally:
+            random.setstate(python_state)
             torch.set_grad_enabled(grad)
             torch.set_default_dtype(dtype)

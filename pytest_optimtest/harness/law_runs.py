@@ -14,6 +14,7 @@ from ..spec.values import build_kwargs, resolve
 from .builder import make_optimizer, param_dtype, with_setup
 from .devices import seed_all
 from .snapshot import OptimizerSnapshot, snapshot
+from .vacuity import NotApplicable
 
 # name -> shape; "sometimes" has no grad at step SOMETIMES_NONE, "frozen" none before FROZEN_UNTIL, "never" none at all.
 LAW_PARAMS: dict[str, tuple[int, ...]] = {"weight": (6, 5), "bias": (6,), "empty": (0, 3), "sometimes": (5,),
@@ -83,6 +84,15 @@ class LawRun:
         return {name: p.detach().clone() for name, p in self.params.items()}
 
 
+def unstored_kwargs(optimizer: Any, keys: Any) -> list[str]:
+    """The keyword arguments among `keys` that the constructed optimizer kept nowhere: not in its
+    defaults, any param group, or an attribute of its own. A constructor that takes **kwargs and
+    drops them makes a law over such a kwarg compare two identical runs."""
+    kept = {*getattr(optimizer, "defaults", {}), *vars(optimizer)}
+    kept.update(k for group in getattr(optimizer, "param_groups", []) for k in group)
+    return [k for k in keys if k not in kept]
+
+
 def law_run(case: Any, params: dict[str, torch.nn.Parameter], overrides: dict[str, Any] | None = None) -> LawRun:
     """The case's optimizer (kwargs overridden by spec values) over a copy of `params`."""
     if overrides:
@@ -92,9 +102,17 @@ def law_run(case: Any, params: dict[str, torch.nn.Parameter], overrides: dict[st
 
 
 def grouped_run(case: Any, params: dict[str, torch.nn.Parameter], groups: list[tuple[list[str], dict[str, Any]]]) -> LawRun:
-    """The case's optimizer over a copy of `params` in explicit param groups: (names, group options)."""
+    """The case's optimizer over a copy of `params` in explicit param groups: (names, group options),
+    each group's params named where the spec's form is `named`. NotApplicable when the constructor
+    refuses param groups (the case's own form constructs: the ladder's first rung says so)."""
     own = copy_params(params)
     optimizer_cls = resolve(case.optimizer)
-    optimizer = optimizer_cls([{"params": [own[n] for n in names], **options} for names, options in groups],
-                              **build_kwargs(case.kwargs, case.device))
+    named = case.params == "named"
+    given = [{"params": [(n, own[n]) if named else own[n] for n in names], **options} for names, options in groups]
+    try:
+        optimizer = optimizer_cls(given, **build_kwargs(case.kwargs, case.device))
+    except (TypeError, ValueError, KeyError, AssertionError) as exc:
+        raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} refuses param groups "
+                            f"({'of named params' if named else 'as dicts'}): {type(exc).__name__}: {exc}; "
+                            "a law over groups cannot apply (turn it off in the spec's laws)") from exc
     return LawRun(case, own, with_setup(case, optimizer))

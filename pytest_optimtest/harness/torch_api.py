@@ -360,8 +360,9 @@ def dcp_save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: s
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
-    dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)},
-             checkpoint_id=folder)
+    with _step_keyword_closure(optimizer):
+        dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)},
+                 checkpoint_id=folder)
 
 
 def dcp_load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str) -> None:
@@ -372,7 +373,39 @@ def dcp_load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: s
     from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
                                                          set_model_state_dict, set_optimizer_state_dict)
 
-    state: dict[str, Any] = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)}
-    dcp.load(state, checkpoint_id=folder, no_dist=not (dist.is_available() and dist.is_initialized()))
-    set_model_state_dict(model, state["model"])
-    set_optimizer_state_dict(model, optimizer, state["optim"])
+    with _step_keyword_closure(optimizer):
+        state: dict[str, Any] = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, optimizer)}
+        dcp.load(state, checkpoint_id=folder, no_dist=not (dist.is_available() and dist.is_initialized()))
+        set_model_state_dict(model, state["model"])
+        set_optimizer_state_dict(model, optimizer, state["optim"])
+
+
+@contextlib.contextmanager
+def _step_keyword_closure(optimizer: torch.optim.Optimizer) -> Iterator[None]:
+    """DCP creates an empty optimizer's state with `optimizer.step(closure=None)` (state_dict.py,
+    _init_optim_state): a step that takes no closure would fail there for DCP's calling convention,
+    not for anything the checkpoint holds. Within, such a step accepts and drops that keyword."""
+    import inspect
+
+    step = optimizer.step
+    try:
+        takes = "closure" in inspect.signature(step).parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(step).parameters.values())
+    except (TypeError, ValueError):
+        takes = True
+    if takes:
+        yield
+        return
+
+    def step_without_closure(*args: Any, closure: Any = None, **kwargs: Any) -> Any:
+        return step(*args, **kwargs)
+
+    own = optimizer.__dict__.get("step")  # an instance's own step (a wrapper set on it) is put back
+    optimizer.step = step_without_closure  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if own is None:
+            del optimizer.step
+        else:
+            optimizer.step = own  # type: ignore[method-assign]

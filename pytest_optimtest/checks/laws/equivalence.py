@@ -11,7 +11,7 @@ import torch
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.isolation import isolated_case
 from ...harness.snapshot import OptimizerSnapshot
-from ...harness.law_runs import law_grads, law_params, law_run, schedule_in_words
+from ...harness.law_runs import law_grads, law_params, law_run, schedule_in_words, unstored_kwargs
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params, validate_laws
@@ -26,6 +26,12 @@ def check_equivalent(case: Any, runs: Any) -> str:
         grads = law_grads(case, steps, params)
         for name, variants in laws.equivalent.items():
             variant_runs = [law_run(case, params, kwargs) for kwargs in variants]
+            for kwargs, run in zip(variants, variant_runs):
+                swallowed = unstored_kwargs(run.optimizer, kwargs)
+                if swallowed:
+                    raise Vacuous(f"{case.id}: vacuous: law equivalent[{name}]: {type(run.optimizer).__qualname__} accepted "
+                                  f"{', '.join(swallowed)} and kept it nowhere (not in its defaults, param groups or "
+                                  "attributes), so the variants cannot run differently; drop the law, or store the kwarg")
             initial = variant_runs[0].values()
             varied = {key for kwargs in variants for key in kwargs}
             for step, step_grads in enumerate(grads):
