@@ -264,7 +264,7 @@ class OptimtestSession:
         rungs = self.registry[name].ladder
         if not rungs or not isinstance(case, Case):
             return None
-        return self._guarded(case, "the prerequisite ladder", lambda: self.runs.ladder(case).first_failure(rungs))
+        return self._guarded(case, f"check {name!r}", lambda: self.runs.ladder(case).first_failure(rungs))
 
     def _claim(self, item: CheckItem, failure: RungFailure) -> str:
         """What a failed rung makes of this item: the case's one red for it (the first item to need

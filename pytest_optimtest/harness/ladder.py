@@ -19,6 +19,7 @@ from . import torch_api
 from .blame import blame
 from .builder import make_closure, make_optimizer, model_with_grads
 from .compiled_run import CompiledStepOnlyError
+from .containment import PROGRESS, CaseTimedOut
 from .devices import seed_all
 
 if TYPE_CHECKING:  # annotations only
@@ -82,13 +83,16 @@ class Ladder:
 
     @property
     def draws(self) -> tuple[str, ...]:
-        """The global RNGs the eager step advanced (climbing the eager rungs if it must)."""
-        self._eager_failure()
+        """The global RNGs the eager step advanced, as far as the eager rungs were climbed (runs nothing)."""
         return self._eager.draws if self._eager is not None else ()
 
     def _eager_failure(self) -> RungFailure | None:
         if self._eager is None:
-            self._eager = probe_eager(self.case)
+            try:
+                self._eager = probe_eager(self.case)
+            except CaseTimedOut as exc:  # a step that hangs is the rung's failure, told once, not per check
+                found = blame(exc, handler_frames=1)
+                self._eager = EagerProbe(RungFailure("eager_steps", _one_line(exc), found.where or found.innermost, exc), 0)
         return self._eager.failure
 
     def _compiled_failure(self) -> RungFailure | None:
@@ -101,6 +105,9 @@ class Ladder:
             run = self.runs.compiled(self.case)
         except CompiledStepOnlyError as exc:
             found = blame(exc.error)
+            return RungFailure("compiled_steps", _one_line(exc), found.where or found.innermost, exc)
+        except CaseTimedOut as exc:  # the eager rungs passed: the compiled run is what hung
+            found = blame(exc, handler_frames=1)
             return RungFailure("compiled_steps", _one_line(exc), found.where or found.innermost, exc)
         except Exception:  # not a rung's verdict (a closure the step cannot take, a timeout): each check says it
             return None
@@ -133,6 +140,7 @@ def probe_eager(case: Any) -> EagerProbe:
                                           not_applicable=True), 0)
         drawn = set()
         for step in range(steps):
+            PROGRESS.at_step(step + 1)
             seed_all(case.seed + 1 + step)
             torch_state, python_state = torch.get_rng_state(), random.getstate()
             try:
