@@ -173,7 +173,7 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         summary = _session(self).run_item(self)
-        self.add_report_section("call", "optimtest", summary or "")  # shown by -rP / -rA
+        self.add_report_section("call", "optimtest", str(summary or ""))  # shown by -rP / -rA; a plain str crosses to xdist's controller
 
     def teardown(self) -> None:
         _session(self).teardown_item(self)

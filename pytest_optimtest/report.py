@@ -23,11 +23,13 @@ def item_metrics(check: Any, case: Any, runs: Any) -> dict[str, Any]:
     return check.metrics(case, runs) if check.metrics is not None else {}
 
 
-def record(item: Any, metrics: dict[str, Any], verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+def record(item: Any, metrics: dict[str, Any], verdict: dict[str, Any] | None = None,
+           evidence: dict[str, Any] | None = None) -> dict[str, Any]:
     """The item's JSON record; `verdict` says why it is not a plain outcome: `root_cause` (the case's one
-    red for a failed rung of its ladder), `blocked` (skipped for one), `vacuous` or `not_applicable`."""
+    red for a failed rung of its ladder), `blocked` (skipped for one), `vacuous` or `not_applicable`;
+    `evidence`, what a pass proved (the check's Verdict)."""
     case = item.case
-    return {"verdict": verdict,
+    return {"verdict": verdict, "evidence": evidence,
         "spec": _relative(case.spec_path), "case": case.id, "check": item.check, "device": case.device,
         "dtype": getattr(case, "dtype", "float32"),
         "optimizer": getattr(case, "optimizer", None), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),

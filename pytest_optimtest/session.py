@@ -21,7 +21,7 @@ import pytest
 
 from . import report as reporting
 from . import update
-from .checks import CHECKS, Check, NotApplicable, Registry, RegistryError, Vacuous
+from .checks import BUILTIN, CHECKS, Check, NotApplicable, Registry, RegistryError, Vacuous, Verdict
 from .checks.registry import entry_point_checks
 from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
@@ -35,6 +35,7 @@ from .spec.case import Case
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 T = TypeVar("T")
+BUILTIN_NAMES = frozenset(c.name for c in BUILTIN)
 _REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without specs (fixtures and markers only)
 
 
@@ -220,15 +221,21 @@ class OptimtestSession:
         (a skip when not applicable, blocked by a rung that failed, or vacuous)."""
         check, key, start = self.registry[item.check], (item.case.key, item.check), time.perf_counter()
         verdict: dict[str, Any] | None = None
+        evidence: dict[str, Any] | None = None
         try:
             failure = self._blocking(item.check, item.case)
             if failure is not None:
                 kind = self._claim(item, failure)
                 verdict = {"kind": kind, **failure.as_record()}
                 _raise_blocked(item, failure, kind)
-            summary = self._run_check(item.check, item.case)
+            result = self._run_check(item.check, item.case)
             self.outcomes[key] = None
-            return summary
+            if isinstance(result, Verdict):
+                evidence = result.evidence
+            elif item.check in BUILTIN_NAMES:  # no evidence, no pass
+                raise Vacuous(f"{item.case.id}: {item.check} returned no evidence of what it compared (a bug of "
+                              "pytest-optimtest's: please report it)")
+            return result
         except Vacuous as exc:
             self.outcomes[key] = f"vacuous: {exc}"
             verdict = verdict or {"kind": "vacuous", "reason": str(exc)}
@@ -247,7 +254,7 @@ class OptimtestSession:
             metrics = reporting.item_metrics(check, item.case, self.runs)
             if item.diagnoses:
                 metrics = {**metrics, "diagnoses": sorted({*metrics.get("diagnoses", []), *item.diagnoses})}
-            item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics, verdict))]
+            item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics, verdict, evidence))]
 
     def _diagnoses(self, item: CheckItem) -> list[str]:
         """What the case's runs show about any failure on it: the diagnoses belong to the run, not to parity."""
@@ -276,7 +283,7 @@ class OptimtestSession:
         claimed = self.root_causes.setdefault((item.case.key, failure.rung), item.nodeid)
         return "root_cause" if claimed == item.nodeid else "blocked"
 
-    def _run_check(self, name: str, case: Any) -> str | None:
+    def _run_check(self, name: str, case: Any) -> Verdict | str | None:
         """Run a check within the case's timeout, its progress journaled for a process that dies."""
         return self._guarded(case, f"check {name!r}", lambda: self.registry[name].run(case, self.runs))
 

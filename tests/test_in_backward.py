@@ -7,6 +7,7 @@ from helpers import one_case
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.vacuity import Diverged
 
 IN_BACKWARD = ["in_backward", "in_backward_tied", "in_backward_two_optimizers", "in_backward_no_hook"]
 
@@ -63,7 +64,9 @@ def test_closure_optimizers_are_not_applicable(tmp_path):
 
 
 def test_no_hook_keeps_params(tmp_path):
-    assert run("in_backward_no_hook", case_for(tmp_path, "torch.optim.Adam", "{lr: 0.01}")) == "unhooked params untouched, hooked params moved"
+    verdict = run("in_backward_no_hook", case_for(tmp_path, "torch.optim.Adam", "{lr: 0.01}"))
+    assert verdict.startswith("unhooked params untouched, hooked params moved")
+    assert verdict.evidence["unhooked_moved_tolerances"] == 0.0 and verdict.evidence["hooked_moved_tolerances"] > 10
 
 
 def test_untieable_model_is_not_applicable(tmp_path):
@@ -73,5 +76,5 @@ def test_untieable_model_is_not_applicable(tmp_path):
 
 
 def test_diverged_run_is_not_a_pass(tmp_path):
-    with pytest.raises(AssertionError, match=r"became NaN/inf at step \d: the run diverged"):
+    with pytest.raises(Diverged, match=r"diverged: reference param '\S+' grew from scale .* at step \d"):
         run("in_backward", case_for(tmp_path, "torch.optim.SGD", "{lr: 1.0}"))

@@ -163,3 +163,18 @@ def test_regimes_share_the_one_comparison_and_the_steps_signature(session):
     assert _outcomes(out, "noclosuresgd-default-cpu") == {"checkpoint": "PASSED"}  # DCP's step(closure=None)
     assert _outcomes(out, "namedparamssgd-default-cpu") == {"law_param_groups": "SKIPPED"}
     assert re.search(r"NamedParamsSGD refuses param groups \(of named params\)", out)
+
+
+def test_every_pass_carries_its_evidence_as_data(pytester):
+    pytester.makefile(".yaml", adam="optimizer: torch.optim.Adam\nkwargs: {lr: 0.01}\nsteps: 3\n"
+                      "checks: [parity, recompile, graph_breaks, none_grads, state_dict, in_backward, law_untouched, "
+                      "law_descent, law_equivalent, law_param_groups]\n"
+                      "laws: {untouched: true, descent: true, param_groups: true, equivalent: {foreach: [{foreach: false}, {foreach: true}]}}\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "adam.yaml", "-n", "0", "-p", "no:randomly", "--optim-report", "r.json")
+    result.assert_outcomes(passed=10)
+    items = json.loads((pytester.path / "r.json").read_text())["items"]
+    assert {r["check"]: bool(r["evidence"]) for r in items} == dict.fromkeys([r["check"] for r in items], True)
+    parity = next(r["evidence"] for r in items if r["check"] == "parity")
+    assert parity["step_graphs"] >= 1 and parity["closure_graphs"] == 0 and parity["moved_tolerances"] >= 10
+    equivalent = next(r["evidence"] for r in items if r["check"] == "law_equivalent")
+    assert equivalent["foreach"]["reached_optimizer"] == ["foreach"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import (compile_time, cudagraphs, distributed, fsdp, in_backward, kernel_count, leak, modtracker, parity, recompile,
                state_dict, state_dtype, step_properties)
-from .base import Check, NotApplicable, Vacuous
+from .base import Check, NotApplicable, Vacuous, Verdict
 from .hypothesis import fuzzed, metamorphic
 from .laws import LAWS
 from .registry import Registry, RegistryError, order
@@ -44,4 +44,4 @@ BUILTIN: tuple[Check, ...] = (
 
 CHECKS = Registry(BUILTIN)  # read-only: a session makes its own with `CHECKS.with_checks(third_party)`
 
-__all__ = ["BUILTIN", "CHECKS", "Check", "NotApplicable", "Registry", "RegistryError", "Vacuous", "order"]
+__all__ = ["BUILTIN", "CHECKS", "Check", "NotApplicable", "Registry", "RegistryError", "Vacuous", "Verdict", "order"]

@@ -33,7 +33,22 @@ class CheckedCase(Protocol):
     def location(self) -> str: ...
 
 
-Run = Callable[[Any, "RunCache"], "str | None"]  # (case, runs) -> one-line summary
+class Verdict(str):
+    """A pass and what it proved: the one-line summary (-v, -rP, the report's reason; it is that
+    string) and `evidence`, the same as data (the JSON report's `evidence`): the graphs the step
+    itself captured, the steps compared, how far the runs moved in tolerances, that a law's
+    perturbation reached the optimizer. A built-in check passes only with evidence; where what it
+    compares did not happen, it raises Vacuous (or fails) instead."""
+
+    evidence: dict[str, Any]
+
+    def __new__(cls, summary: str, evidence: dict[str, Any] | None = None) -> Verdict:
+        verdict = super().__new__(cls, summary)
+        verdict.evidence = evidence or {}
+        return verdict
+
+
+Run = Callable[[Any, "RunCache"], "Verdict | str | None"]  # (case, runs) -> the verdict, or a one-line summary
 Metrics = Callable[[Any, "RunCache"], "dict[str, Any]"]  # (case, runs) -> JSON-able numbers; runs nothing
 ValidateSection = Callable[[Any, "SpecContext"], None]  # (section, spec) -> None, or raise ctx.error(...)
 ExpectOfCase = Callable[[Any, "CaseContext"], Any]  # (section, case) -> what the check expects of that case
@@ -46,8 +61,9 @@ SharedRunPhase = Literal["perturbations"]
 class Check:
     """A named property of a case, declared whole in its own module.
 
-    `run(case, runs)` returns a one-line summary or raises AssertionError (failed) or
-    NotApplicable (nothing to compare). The rest is optional:
+    `run(case, runs)` returns a `Verdict` (a summary and its evidence; a third-party check may
+    return a bare summary) or raises AssertionError (failed), NotApplicable (nothing to compare)
+    or Vacuous (compared, and it proved nothing). The rest is optional:
 
     - `section`: a pydantic model (a `RootModel` for a bare number or bool) of the check's own
       top-level spec key, `section_key` (default: the check's name). Several checks may share

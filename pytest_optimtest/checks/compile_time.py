@@ -15,7 +15,7 @@ from ..harness.builder import compile_step, make_optimizer
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
 from ..spec.values import resolve
-from .base import Check
+from .base import Check, Verdict
 
 TENSORS = 100
 SHAPE = (2, 2)
@@ -25,7 +25,7 @@ class CompileBudget(RootModel[Annotated[float, Field(gt=0, le=86400)]]):
     """Fail compile_time past this many seconds (default: report only)."""
 
 
-def check_compile_time(case: Any, runs: Any) -> str:
+def check_compile_time(case: Any, runs: Any) -> Verdict:
     """PyTorch's compile-time smoke test, for the spec's optimizer: the first compiled step over
     100 small params (foreach where the optimizer takes it and the case is not fused). Reported; fails only past
     `compile_budget_s`.
@@ -44,14 +44,16 @@ def check_compile_time(case: Any, runs: Any) -> str:
         with torch.no_grad():
             step()
         seconds = time.perf_counter() - start
-        require_compiled(case.id, torch_api.captured_graph_count(), "no compile time was measured")
+        graphs = torch_api.captured_graph_count()
+        require_compiled(case.id, graphs, "no compile time was measured")
     foreach = " foreach" if kwargs.get("foreach") else ""
     budget = case.sections.get("compile_budget_s")
     budget_s = budget.root if budget is not None else None
     measured = f"first{foreach} step over {TENSORS} tensors of {SHAPE} compiled in {seconds:.1f}s"
     if budget_s is not None and seconds > budget_s:
         raise AssertionError(f"{case.id}: {measured}, over the budget of {budget_s:g}s (compile_budget_s in {case.spec_path})")
-    return measured + (f" (budget {budget_s:g}s)" if budget_s is not None else " (no budget set)")
+    return Verdict(measured + (f" (budget {budget_s:g}s)" if budget_s is not None else " (no budget set)"),
+                   {"compile_s": round(seconds, 3), "tensors": TENSORS, "step_graphs": graphs, "budget_s": budget_s})
 
 
 # float32 only: its params are its own float32 ones, so at another case dtype it would time the same compile

@@ -12,7 +12,7 @@ from ..harness.builder import compile_step, make_optimizer, model_with_grads
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
 from ..harness.ladder import COMPILED
-from .base import Check, NotApplicable
+from .base import Check, NotApplicable, Verdict
 
 
 class Cudagraphs(RootModel[bool]):
@@ -21,7 +21,7 @@ class Cudagraphs(RootModel[bool]):
     root: bool = True
 
 
-def check_cudagraphs(case: Any, runs: Any) -> str:
+def check_cudagraphs(case: Any, runs: Any) -> Verdict:
     """With triton.cudagraphs on, `case.steps` compiled steps record one CUDA graph per graph dynamo
     compiled (PyTorch's test: one, for torch.optim's single graph); more means a graph was re-recorded.
     Its own compile: under inductor's cudagraphs config, which the shared run does not use."""
@@ -44,7 +44,8 @@ def check_cudagraphs(case: Any, runs: Any) -> str:
         raise AssertionError(f"{case.id}: the cudagraph tree manager recorded {recorded} graph(s) for the {graphs} "
                              f"graph(s) dynamo compiled over {case.steps} steps: "
                              + ("a graph was recorded again" if recorded > graphs else "a graph ran without cudagraphs"))
-    return f"cudagraphs ran: {recorded} graph(s) recorded, one per compiled graph"
+    return Verdict(f"cudagraphs ran: {recorded} graph(s) recorded, one per compiled graph",
+                   {"cudagraphs_recorded": recorded, "step_graphs": graphs, "steps": case.steps})
 
 
 CHECK = Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",),

@@ -11,7 +11,7 @@ from ..harness.builder import build_model, make_optimizer
 from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
 from ..harness.ladder import MOVES
-from .base import Check, NotApplicable
+from .base import Check, NotApplicable, Verdict
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
@@ -56,7 +56,7 @@ def _report(header: str, sections: list[tuple[str, list[str]]]) -> None:
                                                for title, problems in found))
 
 
-def check_distributed(case: Any, runs: Any) -> str:
+def check_distributed(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
     if run.graph_count == 0:
@@ -77,17 +77,19 @@ def check_distributed(case: Any, runs: Any) -> str:
             (f"compiled one-process vs DDP ({origin})", versus_ddp),
         ],
     )
-    return (f"{len(ddp)} params equal: compiled train step ({run.graph_count} graphs, {len(run.graph_breaks)} "
-            f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol")
+    return Verdict(f"{len(ddp)} params equal: compiled train step ({run.graph_count} graphs, {len(run.graph_breaks)} "
+                   f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol",
+                   {"steps_compared": case.distributed.iterations, "world_size": ws, "graphs": run.graph_count,
+                    "params": len(ddp), "moved_tolerances": round(moved, 3)})
 
 
-def check_zero(case: Any, runs: Any) -> str:
+def check_zero(case: Any, runs: Any) -> Verdict:
     if not zero_takes(case):
         raise NotApplicable(f"the optimizer takes its params as {form_name(case.params)} (the spec's `params`); "
                             "ZeroRedundancyOptimizer hands it one list of params or groups")
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
-    _not_vacuous(run)
+    moved = _not_vacuous(run)
     sections = [(f"ZeRO {RANKS_DISAGREE}", _ranks_agree(run, "zero_params"))]
     sections += [(f"ZeRO vs unsharded on rank {r}", value_differences("param", result.params, result.zero_params, tol, ("unsharded", "ZeRO")))
                  for r, result in enumerate(run.ranks)]
@@ -97,8 +99,10 @@ def check_zero(case: Any, runs: Any) -> str:
         "state", unsharded["state"], loaded.state_dict()["state"], tol, ("unsharded", "loaded"))))
     _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections)
     entries = sum(len(s) for s in unsharded["state"].values())
-    return (f"ZeRO params equal the unsharded optimizer's on {ws} ranks; consolidated state_dict "
-            f"({entries} state entries) loads into a plain optimizer and equals the unsharded state")
+    return Verdict(f"ZeRO params equal the unsharded optimizer's on {ws} ranks; consolidated state_dict "
+                   f"({entries} state entries) loads into a plain optimizer and equals the unsharded state",
+                   {"steps_compared": case.distributed.iterations, "world_size": ws, "state_entries": entries,
+                    "moved_tolerances": round(moved, 3)})
 
 
 def _load_into_plain(case, state_dict):

@@ -14,7 +14,7 @@ from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_re
 from ..harness.vacuity import require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..harness.ladder import MOVES
-from .base import Check, NotApplicable
+from .base import Check, NotApplicable, Verdict
 
 
 class FsdpSpec(StrictModel):
@@ -70,7 +70,7 @@ def _differences(label: str, reference: Trained, other: Trained, tol: Tolerance,
     return snapshot_differences(reference, other, tol, (reference_label, label))
 
 
-def check_fsdp(case: Any, runs: Any) -> str:
+def check_fsdp(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     section, tol, ws, steps = case.sections["fsdp"], _tolerance(case), run.world_size, case.distributed.iterations
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
@@ -99,10 +99,13 @@ def check_fsdp(case: Any, runs: Any) -> str:
     said = f"eager{' and compiled' if run.compiled is not None else ''} over DTensor params on {ws} ranks"
     if run.compiled is not None:
         said += f" ({run.compiled.graphs} graphs, {len(run.compiled.recompiles)} recompiles)"
-    return f"{said} equal one process: {len(run.reference.params)} params and their state; moved {moved:.3g} tol; {run.seconds:.1f}s"
+    return Verdict(f"{said} equal one process: {len(run.reference.params)} params and their state; moved {moved:.3g} tol; "
+                   f"{run.seconds:.1f}s", {"steps_compared": steps, "world_size": ws, "params": len(run.reference.params),
+                                            "compiled_graphs": run.compiled.graphs if run.compiled is not None else None,
+                                            "moved_tolerances": round(moved, 3)})
 
 
-def check_checkpoint(case: Any, runs: Any) -> str:
+def check_checkpoint(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
     tol, steps, ws = _tolerance(case), case.distributed.iterations, run.world_size
@@ -131,8 +134,10 @@ def check_checkpoint(case: Any, runs: Any) -> str:
                              + (DROPPED_KEYS if dropped else ""))
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
-    return (f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
-            f"state and param groups as saved, and {steps} more steps equal the run that never stopped")
+    return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
+                   f"state and param groups as saved, and {steps} more steps equal the run that never stopped",
+                   {"saved_world_size": ws, "load_world_sizes": list(case.sections["fsdp"].load_world_sizes),
+                    "steps_before_and_after": steps, "state_entries": entries})
 
 
 DROPPED_KEYS = ("\n DCP loads a checkpoint into the state the optimizer holds (get_optimizer_state_dict makes it with one "

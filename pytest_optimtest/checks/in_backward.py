@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..harness import torch_api
-from ..harness.compare import value_differences
+from ..harness.compare import max_movement, value_differences
 from ..harness.vacuity import require_moved
 from ..spec.param_groups import model_param_shapes
 from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model,
@@ -19,7 +19,7 @@ from ..harness.builder import make_data, make_optimizer, param_dtype
 from ..spec.values import build_kwargs, resolve
 from ..spec.context import SpecContext
 from ..harness.ladder import MOVES
-from .base import Check, NotApplicable, Vacuous
+from .base import Check, NotApplicable, Vacuous, Verdict
 
 
 def validate_groups(section: InBackwardSpec, spec: SpecContext) -> None:
@@ -67,8 +67,8 @@ def _reference_note(case) -> str:
     return f" (reference: one optimizer per param in hook order, because {reason})" if reason else ""
 
 
-def check_in_backward(case: Any, runs: Any) -> str:
-    _, in_backward, _ = compare_in_backward(case)
+def check_in_backward(case: Any, runs: Any) -> Verdict:
+    _, in_backward, moved = compare_in_backward(case)
     found = torch_api.in_backward_optimizers(in_backward)
     stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
     if set(map(id, found)) != set(map(id, stored)) or len(found) != len(stored):
@@ -76,17 +76,21 @@ def check_in_backward(case: Any, runs: Any) -> str:
     covered = [p for p in in_backward.parameters() if torch_api.optimizers_on_param(p)]
     if len(found) != len(covered):
         raise AssertionError(f"{case.id}: expected one in-backward optimizer per param ({len(covered)}), got {len(found)}")
-    return f"{in_backward_section(case).steps} steps equal{_reference_note(case)}; {len(found)} optimizers found"
+    steps = in_backward_section(case).steps
+    return Verdict(f"{steps} steps equal{_reference_note(case)}; {len(found)} optimizers found; moved {moved:.3g} tol",
+                   {"steps_compared": steps, "optimizers_found": len(found), "moved_tolerances": round(moved, 3)})
 
 
-def check_in_backward_tied(case: Any, runs: Any) -> str:
-    compare_in_backward(case, tied=True)
-    return f"tied {in_backward_section(case).tie}: {in_backward_section(case).steps} steps equal"
+def check_in_backward_tied(case: Any, runs: Any) -> Verdict:
+    _, _, moved = compare_in_backward(case, tied=True)
+    steps = in_backward_section(case).steps
+    return Verdict(f"tied {in_backward_section(case).tie}: {steps} steps equal; moved {moved:.3g} tol",
+                   {"steps_compared": steps, "tied": str(in_backward_section(case).tie), "moved_tolerances": round(moved, 3)})
 
 
-def check_in_backward_two_optimizers(case: Any, runs: Any) -> str:
+def check_in_backward_two_optimizers(case: Any, runs: Any) -> Verdict:
     try:
-        compare_in_backward(case, copies=2)
+        _, _, moved = compare_in_backward(case, copies=2)
     except NotApplicable:
         raise
     except Exception as exc:  # the optimizer's error or the check's verdict: either gets torch's part named
@@ -95,7 +99,9 @@ def check_in_backward_two_optimizers(case: Any, runs: Any) -> str:
             raise
         shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {type(exc).__name__}: {exc}"
         raise AssertionError(f"{shown}\n  diagnosis: {diagnosis}") from exc
-    return f"two optimizers per param: {in_backward_section(case).steps} steps equal"
+    steps = in_backward_section(case).steps
+    return Verdict(f"two optimizers per param: {steps} steps equal; moved {moved:.3g} tol",
+                   {"steps_compared": steps, "optimizers_per_param": 2, "moved_tolerances": round(moved, 3)})
 
 
 def _double_step_diagnosis(case: Any) -> str | None:
@@ -110,7 +116,7 @@ def _double_step_diagnosis(case: Any) -> str | None:
             "where one step() per backward would not")
 
 
-def check_in_backward_no_hook(case: Any, runs: Any) -> str:
+def check_in_backward_no_hook(case: Any, runs: Any) -> Verdict:
     """register_hook=False leaves params untouched by backward; the hooked twin moves."""
     try:
         require_param_list(case)
@@ -136,10 +142,13 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> str:
             unmoved = [n for n in still if not value_differences(n, start[n].detach(), normal[n], case.tolerance)]
             if unmoved:
                 raise Vacuous(f"{case.id}: vacuous: one ordinary step leaves {unmoved} unchanged too (the optimizer "
-                                    "does not move params on its first step), so register_hook=False cannot be told apart")
+                              "does not move params on its first step), so register_hook=False cannot be told apart")
             raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged, "
                                  "while one ordinary step moves them")
-    return "unhooked params untouched, hooked params moved"
+    hooked_moved = max_movement({n: q.detach() for n, q in start.items()}, {n: q.detach() for n, q in hooked.named_parameters()},
+                                case.tolerance)
+    return Verdict(f"unhooked params untouched, hooked params moved {hooked_moved:.3g} tol",
+                   {"params": len(start), "hooked_moved_tolerances": round(hooked_moved, 3), "unhooked_moved_tolerances": 0.0})
 
 
 def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:

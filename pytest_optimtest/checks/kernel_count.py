@@ -10,7 +10,7 @@ from ..harness.vacuity import require_compiled
 from ..spec.context import CaseContext
 from ..spec.kernel_table import KernelExpectation, KernelTable, kernel_table_shorthand, table_entry
 from ..harness.ladder import COMPILED
-from .base import Check, NotApplicable
+from .base import Check, NotApplicable, Verdict
 from .parity import parity_metrics
 
 
@@ -30,10 +30,10 @@ def expected_kernels(section: KernelCounts, case: CaseContext) -> KernelExpectat
     return case.spec.kernels(section.root, ("kernel_counts",), case.id, case.device)
 
 
-def check_kernel_count(case: Any, runs: Any) -> str:
+def check_kernel_count(case: Any, runs: Any) -> Verdict:
     run = runs.compiled(case)
     expected = case.expected.get("kernel_count")
-    require_compiled(case.id, run.graph_count, "there are no kernels to count")
+    require_compiled(case.id, run.step_graph_count, "there are no kernels to count")
     if expected is None or expected.count is None:
         where = expected.where if expected else case.spec_path
         raise NotApplicable(
@@ -46,7 +46,7 @@ def check_kernel_count(case: Any, runs: Any) -> str:
             f"If the change is intended, set {expected.where} to {run.kernel_count} "
             f"(or a case-id pattern entry for this case)."
         )
-    return f"{run.kernel_count} kernels"
+    return Verdict(f"{run.kernel_count} kernels", {**run.evidence(), "expected_kernels": expected.count})
 
 
 def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from ..harness.builder import compile_step, make_optimizer, model_with_grads
 from ..harness.vacuity import require_compiled
 from ..harness.isolation import isolated_case
 from ..harness.ladder import COMPILED
-from .base import Check
+from .base import Check, Verdict
 
 
-def check_no_leak(case: Any, runs: Any) -> str:
+def check_no_leak(case: Any, runs: Any) -> Verdict:
     """PyTorch's static-address finalizer test, for the spec's optimizer: once the model, the
     optimizer and the compiled step are dropped, no param survives `gc.collect()`; a leak names
     what still holds a param. Params freed only by the cycle collector are reported, not failed.
@@ -49,9 +49,10 @@ def check_no_leak(case: Any, runs: Any) -> str:
             # Not a leak: dynamo lifts a third-party optimizer's params into the compiled GraphModule,
             # whose graph/node cycle holds them until the next gc pass (torch.optim's own params are
             # static inputs instead). Reported, not failed.
-            return (f"all {len(refs)} params freed once dropped; {alive} of them only by gc.collect() "
-                    "(a reference cycle, e.g. through dynamo's GraphModule, held them until the gc pass)")
-    return f"all {len(refs)} params freed once dropped"
+            return Verdict(f"all {len(refs)} params freed once dropped; {alive} of them only by gc.collect() "
+                           "(a reference cycle, e.g. through dynamo's GraphModule, held them until the gc pass)",
+                           {"params_tracked": len(refs), "freed_by_gc": alive, "step_graphs": graphs})
+    return Verdict(f"all {len(refs)} params freed once dropped", {"params_tracked": len(refs), "freed_by_gc": 0, "step_graphs": graphs})
 
 
 def _compile_and_drop(case) -> tuple[list[weakref.ref], int]:

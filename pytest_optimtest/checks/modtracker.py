@@ -7,13 +7,13 @@ from typing import Any
 
 from ..harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
 from ..spec.values import build_kwargs, resolve
-from .base import Check, NotApplicable
+from .base import Check, NotApplicable, Verdict
 
 CONTEXT = 3  # events shown before the first divergence
 AFTER = 6  # and after it
 
 
-def check_hook_order(case: Any, runs: Any) -> str:
+def check_hook_order(case: Any, runs: Any) -> Verdict:
     """ModTracker reports exactly the expected events, in order; each side of a failure is
     shown aligned, with the first divergence marked."""
     def make_model() -> Any:
@@ -44,7 +44,9 @@ def check_hook_order(case: Any, runs: Any) -> str:
             if seen != want:
                 raise AssertionError(f"{case.id}: after backward {i + 1}, tracker.is_bw={seen[0]} and parents={sorted(seen[1])}; "
                                      f"expected is_bw={want[0]} and parents={sorted(want[1])}")
-    return f"{len(observed)} events as expected ({'derived' if derived else 'written'})"
+    return Verdict(f"{len(observed)} events as expected ({'derived' if derived else 'written'})",
+                   {"events_compared": len(observed), "expected_from": "derived" if derived else "written",
+                    "after_backward_checked": len(observed.after_backward) if case.after_backward is not None else 0})
 
 
 def _filtered(events: Any, keep: Any) -> Any:

@@ -10,14 +10,14 @@ from ..harness.compiled_run import CompiledRun
 from ..harness.diagnosis import parity_diagnoses
 from ..harness.vacuity import require_moved
 from ..harness.ladder import COMPARED_COMPILED
-from .base import Check
+from .base import Check, Verdict
 
 
-def check_parity(case: Any, runs: Any) -> str:
+def check_parity(case: Any, runs: Any) -> Verdict:
     return assert_parity(runs.compiled(case))
 
 
-def assert_parity(run: CompiledRun) -> str:
+def assert_parity(run: CompiledRun) -> Verdict:
     """Raise AssertionError naming every difference after the run's warm-up and steady steps;
     refuse vacuous comparisons. A step that breaks the graph is still compared (graph_breaks
     judges the breaks)."""
@@ -44,8 +44,11 @@ def assert_parity(run: CompiledRun) -> str:
     if added:
         notes.append(f"torch's dynamo added {', '.join(added)} = True to the compiled optimizer's groups "
                      "(OptimizerVariable._set_capturable), not compared")
-    return (f"{run.steps} steps: {len(e.params)} params, {sum(map(len, e.state.values()))} state entries equal; "
-            f"moved {moved:.3g} tol" + "".join(f"; {n}" for n in notes))
+    return Verdict(f"{run.steps} steps: {len(e.params)} params, {sum(map(len, e.state.values()))} state entries equal; "
+                   f"moved {moved:.3g} tol" + "".join(f"; {n}" for n in notes),
+                   {**run.evidence(), "steps_compared": run.steps, "moved_tolerances": round(moved, 3),
+                    "params": len(e.params), "state_entries": sum(map(len, e.state.values()))})
+
 
 
 def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from ..spec.errors import did_you_mean
 from ..spec.kernel_table import KernelExpectation, table_entry
 from ..spec.schema import MAX_COMPILES
 from ..harness.ladder import COMPILED
-from .base import Check
+from .base import Check, Verdict
 
 
 class GraphBreaks(RootModel[Annotated[int, Field(ge=0, le=MAX_COMPILES)]]):
@@ -43,7 +43,7 @@ def perturbation_kernels(section: RecompileSpec, case: CaseContext) -> tuple[Ker
                  for i, p in enumerate(section.perturbations))
 
 
-def check_recompile(case: Any, runs: Any) -> str:
+def check_recompile(case: Any, runs: Any) -> Verdict:
     """Warm-up compiles at most as declared; steady steps do not recompile (or, with a scheduler,
     exactly as declared); each perturbation recompiles exactly as declared, then settles."""
     run = runs.compiled(case)
@@ -74,10 +74,13 @@ def check_recompile(case: Any, runs: Any) -> str:
         problems += _perturbation_problems(i, outcome.perturbation, outcome.step, outcome.settle_failure, kernels)
     if problems:
         raise AssertionError(f"{case.id}: " + "\n".join(problems))
-    return _summary(run)
+    return Verdict(_summary(run), {**run.evidence(), "warmup_steps": len(run.warmup), "steady_steps": len(run.steady),
+                                   "steady_recompiles": sum(len(s.recompiles) for s in run.steady),
+                                   "perturbations": [{"action": o.perturbation.action, "recompiles": len(o.step.recompiles)}
+                                                     for o in run.perturbations]})
 
 
-def check_graph_breaks(case: Any, runs: Any) -> str:
+def check_graph_breaks(case: Any, runs: Any) -> Verdict:
     """A compile without fullgraph breaks the graph for exactly as many distinct reasons as the
     spec declares (default 0). Distinct reasons, because dynamo counts a break again each time
     it restarts tracing."""
@@ -92,7 +95,7 @@ def check_graph_breaks(case: Any, runs: Any) -> str:
             f"(graph_breaks in {case.spec_path}){nothing}; dynamo's reasons:\n    - {listed}"
         )
     _require_compiled(run)
-    return f"{observed} graph breaks"
+    return Verdict(f"{observed} graph breaks", {**run.evidence(), "declared_graph_breaks": declared_breaks(case)})
 
 
 def declared_breaks(case: Any) -> int:
@@ -101,7 +104,7 @@ def declared_breaks(case: Any) -> int:
 
 
 def _require_compiled(run: CompiledRun) -> None:
-    require_compiled(run.case.id, run.graph_count, "there is nothing to recompile")
+    require_compiled(run.case.id, run.step_graph_count, "there is nothing to recompile")
 
 
 def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCompiles, settle: str | None,

@@ -11,14 +11,14 @@ from ..harness import torch_api
 from ..harness.compare import listed, snapshot_differences
 from ..harness.builder import copy_with_grads, make_optimizer, make_twins
 from ..harness.snapshot import snapshot
-from ..harness.vacuity import require_compiled
+from ..harness.vacuity import require_compiled, require_moved
 from ..harness.isolation import isolated_case
 from ..harness.run_phases import run_phases
 from ..harness.ladder import COMPARED_COMPILED
-from .base import Check
+from .base import Check, Verdict
 
 
-def check_state_dict(case: Any, runs: Any) -> str:
+def check_state_dict(case: Any, runs: Any) -> Verdict:
     """After N steps, the compiled optimizer's state_dict loads into a fresh eager optimizer and
     the eager one's loads into the compiled optimizer; continuing N steps, all three (the
     eager reference, eager-from-compiled, compiled-from-eager) hold equal params and state.
@@ -27,6 +27,7 @@ def check_state_dict(case: Any, runs: Any) -> str:
     n = case.steps
     with isolated_case(case), torch_api.recording_recompiles() as recompiles:
         twins = make_twins(case)
+        initial = twins.initial()
         step = twins.compile()
         with torch.no_grad():
             for _ in range(n):
@@ -48,7 +49,10 @@ def check_state_dict(case: Any, runs: Any) -> str:
                 twins.eager_opt.step()
                 resumed.step()
         after_load = recompiles[before:]
-        require_compiled(case.id, torch_api.captured_graph_count(), "the round trip proves nothing")
+        graphs = torch_api.captured_graph_count()
+        require_compiled(case.id, graphs, "the round trip proves nothing")
+        moved = require_moved(case.id, initial, {n: p.detach() for n, p in twins.eager_model.named_parameters()},
+                              case.tolerance, case.min_movement, f"over {n}+{n} steps")
         reference, compiled = twins.snapshots()
         eager_resumed = snapshot(resumed, {p: name for name, p in resumed_model.named_parameters()})
     problems = [f"compiled after loading eager's state_dict: {p}" for p in snapshot_differences(reference, compiled, case.tolerance)]
@@ -60,7 +64,9 @@ def check_state_dict(case: Any, runs: Any) -> str:
         reasons = "".join(f"\n    - {r}" for m in after_load for r in torch_api.guard_failures(m))
         raise AssertionError(f"{case.id}: loading a state_dict into the compiled optimizer caused {len(after_load)} recompiles, "
                              f"the spec allows {allowed} (recompile.load_state_dict):{reasons}")
-    return f"round trip both ways equal after {n}+{n} steps; {len(after_load)} recompile(s) after load"
+    return Verdict(f"round trip both ways equal after {n}+{n} steps; {len(after_load)} recompile(s) after load; moved {moved:.3g} tol",
+                   {"steps_compared": 2 * n, "step_graphs": graphs, "recompiles_after_load": len(after_load),
+                    "state_entries": sum(map(len, reference.state.values())), "moved_tolerances": round(moved, 3)})
 
 
 def _checkpointed(state_dict: dict[str, Any]) -> dict[str, Any]:

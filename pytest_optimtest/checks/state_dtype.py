@@ -10,7 +10,7 @@ from pydantic import RootModel
 
 from ..harness.builder import make_optimizer, model_with_grads
 from ..harness.isolation import isolated_case
-from .base import Check, NotApplicable
+from .base import Check, NotApplicable, Verdict
 
 
 class StateDtype(RootModel[Literal["param", "float32"]]):
@@ -18,7 +18,7 @@ class StateDtype(RootModel[Literal["param", "float32"]]):
     keeps it) or `float32` (upcast by design, as low-precision optimizers keep it)."""
 
 
-def check_state_dtype(case: Any, runs: Any) -> str:
+def check_state_dtype(case: Any, runs: Any) -> Verdict:
     contract = case.sections["state_dtype"].root
     with isolated_case(case):
         model, _, _ = model_with_grads(case)
@@ -45,7 +45,7 @@ def check_state_dtype(case: Any, runs: Any) -> str:
         raise AssertionError(f"{case.id}: {case.dtype} params: the spec declares `state_dtype: {contract}`, but the state "
                              f"is {silently[contract]}:\n  " + "\n  ".join(problems))
     kept = f"the params' {case.dtype}" if contract == "param" else "float32"
-    return f"{checked} state tensors in {kept}, as declared"
+    return Verdict(f"{checked} state tensors in {kept}, as declared", {"state_tensors_checked": checked, "dtype": str(kept)})
 
 
 CHECK = Check("state_dtype", check_state_dtype, "state tensors keep the declared dtype (the param's, or float32)",

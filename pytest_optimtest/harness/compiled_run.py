@@ -103,6 +103,11 @@ class CompiledRun:
                     "step's (the step ran eagerly around a compiled closure)")
         return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
 
+    def evidence(self) -> dict[str, Any]:
+        """What this run captured of the optimizer's own step, the closure's apart: a compiled check's evidence."""
+        return {"step_graphs": self.step_graph_count, "closure_graphs": self.closure.graphs, "kernels": self.kernel_count,
+                "graph_breaks": len(self.graph_breaks)}
+
     @property
     def kernel_count(self) -> int:
         """Kernels inductor generated for the step until it settled (the warm-up), the closure's not counted."""

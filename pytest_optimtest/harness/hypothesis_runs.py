@@ -63,6 +63,10 @@ class PropertyRun:
     examples: int = 0
     notes: list[str] = field(default_factory=list)
 
+    def evidence(self, seen: Any) -> dict[str, Any]:
+        """A property's evidence: examples run under which profile, and what its examples counted (`seen`)."""
+        return {"examples": self.examples, "profile": self.profile, **{str(k): v for k, v in dict(seen).items()}}
+
 
 def run_property(title: str, strategies: dict[str, st.SearchStrategy[Any]], example: Callable[..., None],
                  examples: dict[str, int], reproduce: str) -> PropertyRun:

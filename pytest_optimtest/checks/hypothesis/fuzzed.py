@@ -19,7 +19,7 @@ from ...harness.builder import make_optimizer, param_dtype
 from ...harness.hypothesis_runs import run_property
 from ...harness.snapshot import snapshot
 from ...harness.strategies import Params, mlps, module_trees, param_lists, tree_input
-from ..base import Check, NotApplicable, Vacuous
+from ..base import Check, NotApplicable, Vacuous, Verdict
 from ..in_backward import compare_in_backward
 
 
@@ -38,7 +38,7 @@ def _call_step(step, optimizer) -> None:
     step(optimizer)
 
 
-def check_fuzz_parity(fuzz, runs) -> str:
+def check_fuzz_parity(fuzz, runs) -> Verdict:
     prop = fuzz.settings["fuzz_parity"]
     cases = _drawable(fuzz, "parity")
     seen: Counter = Counter()
@@ -59,9 +59,9 @@ def check_fuzz_parity(fuzz, runs) -> str:
         raise Vacuous(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
                              f"{cases[0].min_movement:g} tolerances; the comparisons proved nothing")
     other = "; ".join(f"{n}x {r}" for r, n in reasons.most_common(3))
-    return (f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved, {seen['empty']} all-empty) equal; "
-            f"{seen['recompiles']} recompiles, {seen['new_optimizer']} of them for a new optimizer object"
-            + (f"; others: {other}" if other else "") + f"; dynamic={prop.dynamic}")
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved, {seen['empty']} all-empty) equal; "
+                   f"{seen['recompiles']} recompiles, {seen['new_optimizer']} of them for a new optimizer object"
+                   + (f"; others: {other}" if other else "") + f"; dynamic={prop.dynamic}", run.evidence(seen))
 
 
 def _parity_example(case, params: Params, compiled, steps: int, seen: Counter, reasons: Counter) -> None:
@@ -97,7 +97,7 @@ def _parity_example(case, params: Params, compiled, steps: int, seen: Counter, r
         seen["moved"] += 1
 
 
-def check_fuzz_in_backward(fuzz, runs) -> str:
+def check_fuzz_in_backward(fuzz, runs) -> Verdict:
     prop = fuzz.settings["fuzz_in_backward"]
     cases = _drawable(fuzz, "in_backward")
     seen: Counter = Counter()
@@ -116,11 +116,11 @@ def check_fuzz_in_backward(fuzz, runs) -> str:
     if not seen["moved"]:
         raise Vacuous(f"{fuzz.id}: vacuous: in none of {run.examples} examples did the params move "
                              f"{cases[0].min_movement:g} tolerances; the comparisons proved nothing")
-    return (f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {seen['untied']} untied, "
-            f"{seen['tied']} tied MLPs equal the reference")
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {seen['untied']} untied, "
+                   f"{seen['tied']} tied MLPs equal the reference", run.evidence(seen))
 
 
-def check_fuzz_hook_order(fuzz, runs) -> str:
+def check_fuzz_hook_order(fuzz, runs) -> Verdict:
     prop = fuzz.settings["fuzz_hook_order"]
     seen: Counter = Counter()
 
@@ -147,7 +147,8 @@ def check_fuzz_hook_order(fuzz, runs) -> str:
         "tree": module_trees(prop.max_leaves, prop.max_children),
         "input_requires_grad": st.booleans(),
     }, example, prop.examples, _rerun(fuzz, "fuzz_hook_order"))
-    return f"{run.examples} module trees (profile {run.profile}): {seen['events']} events nested and equal to the derived order"
+    return Verdict(f"{run.examples} module trees (profile {run.profile}): {seen['events']} events nested and equal to the "
+                   "derived order", run.evidence(seen))
 
 
 def nesting_problem(events: list[HookEvent]) -> str | None:

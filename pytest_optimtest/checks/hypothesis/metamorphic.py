@@ -31,7 +31,7 @@ from ...harness.builder import make_optimizer, param_dtype
 from ...harness.hypothesis_runs import run_property
 from ...spec.schema import Tolerance
 from ...harness.strategies import LAYOUTS, Param, Params, param_lists
-from ..base import Check, NotApplicable, Vacuous
+from ..base import Check, NotApplicable, Vacuous, Verdict
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
@@ -131,7 +131,7 @@ def _failed(words: str, problems: list[str]) -> AssertionError:
     return AssertionError(words + "\n  " + "\n  ".join(problems[:6]))
 
 
-def check_fuzz_elementwise(fuzz: Any, runs: Any) -> str:
+def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
     """An elementwise optimizer's updates do not depend on layout, splitting or param order."""
 
     def example(case: Any, params: Params, seen: Counter) -> None:
@@ -170,10 +170,11 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> str:
         seen["moved"] += _movement(initial, flat, tol) >= case.min_movement
 
     run, seen = _run(fuzz, "fuzz_elementwise", example)
-    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): layout, splitting and order did not change an update"
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): layout, splitting and order did "
+                   "not change an update", run.evidence(seen))
 
 
-def check_fuzz_maximize(fuzz: Any, runs: Any) -> str:
+def check_fuzz_maximize(fuzz: Any, runs: Any) -> Verdict:
     """maximize=True on grad g equals maximize=False on -g (state too, unless the spec says not)."""
     compare_state = fuzz.settings["fuzz_maximize"].state
 
@@ -194,11 +195,11 @@ def check_fuzz_maximize(fuzz: Any, runs: Any) -> str:
         seen["moved"] += _movement(initial, down, tol) >= case.min_movement
 
     run, seen = _run(fuzz, "fuzz_maximize", example)
-    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): maximize on g equals minimize on -g" \
-           + (", state included" if compare_state else ", params only")
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): maximize on g equals minimize "
+                   "on -g" + (", state included" if compare_state else ", params only"), run.evidence(seen))
 
 
-def check_fuzz_dtypes(fuzz: Any, runs: Any) -> str:
+def check_fuzz_dtypes(fuzz: Any, runs: Any) -> Verdict:
     """Params and every state tensor (but 0-d counters) keep the param's dtype and device."""
     dtypes = [getattr(torch, name) for name in fuzz.settings["fuzz_dtypes"].dtypes]
 
@@ -227,10 +228,11 @@ def check_fuzz_dtypes(fuzz: Any, runs: Any) -> str:
 
     run, seen = _run(fuzz, "fuzz_dtypes", example, layouts=("contiguous",))
     names = ", ".join(fuzz.settings["fuzz_dtypes"].dtypes)
-    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {names} params and their state kept dtype and device"
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {names} params and their state "
+                   "kept dtype and device", run.evidence(seen))
 
 
-def check_fuzz_determinism(fuzz: Any, runs: Any) -> str:
+def check_fuzz_determinism(fuzz: Any, runs: Any) -> Verdict:
     """Two fresh runs from the same seed give bitwise equal params and state."""
 
     def example(case: Any, params: Params, seen: Counter) -> None:
@@ -247,10 +249,11 @@ def check_fuzz_determinism(fuzz: Any, runs: Any) -> str:
         seen["moved"] += _movement(initial, first, case.tolerance) >= case.min_movement
 
     run, seen = _run(fuzz, "fuzz_determinism", example)
-    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): two runs per example bitwise equal"
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): two runs per example bitwise "
+                   "equal", run.evidence(seen))
 
 
-def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> str:
+def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> Verdict:
     """lr=0 leaves params bitwise unchanged, while the case's own lr moves them."""
 
     def example(case: Any, params: Params, seen: Counter) -> None:
@@ -267,7 +270,8 @@ def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> str:
         seen["moved"] += _movement(initial, moving, case.tolerance) >= case.min_movement
 
     run, seen = _run(fuzz, "fuzz_zero_lr", example)
-    return f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved at the case's lr): lr=0 left params unchanged"
+    return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved at the case's lr): lr=0 left "
+                   "params unchanged", run.evidence(seen))
 
 
 ELEMENTWISE = Check("fuzz_elementwise", check_fuzz_elementwise,

@@ -8,17 +8,17 @@ from typing import Any
 import torch
 
 from ...harness.builder import make_optimizer
-from ...harness.compare import listed, value_differences
+from ...harness.compare import listed, max_movement, value_differences
 from ...harness.devices import seed_all
 from ...harness.isolation import isolated_case
-from ..base import Check
+from ..base import Check, Vacuous, Verdict
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
 
 
 COMPLEX = {"float32": torch.complex64, "float64": torch.complex128}  # torch has no complex bfloat16
 
 
-def check_complex(case: Any, runs: Any) -> str:
+def check_complex(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "complex")
     laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
     with isolated_case(case):
@@ -43,7 +43,12 @@ def check_complex(case: Any, runs: Any) -> str:
             if problems:
                 raise AssertionError(f"{case.id}: law complex broken: a complex param must step like its view_as_real "
                                      f"twin; they differ after step {step + 1} of {steps}:" + listed(problems))
-    return f"a complex param stepped like its view_as_real twin over {steps} steps"
+        moved = max_movement({"z": torch.view_as_real(value)}, {"z": real_param.detach()}, tol)
+    if moved < case.min_movement:
+        raise Vacuous(f"{case.id}: vacuous: law complex: the view_as_real twin moved at most {moved:.3g} tolerances in "
+                      f"{steps} steps (need {case.min_movement:g}), so equal complex and real runs prove nothing")
+    return Verdict(f"a complex param stepped like its view_as_real twin over {steps} steps; moved {moved:.3g} tol",
+                   {"steps_compared": steps, "moved_tolerances": round(moved, 3)})
 
 
 LAW_COMPLEX = Check("law_complex", check_complex, "a complex param steps like its view_as_real twin", "primary",

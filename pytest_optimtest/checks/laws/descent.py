@@ -14,14 +14,15 @@ from ...harness.builder import make_optimizer, param_dtype
 from ...harness.devices import seed_all
 from ...harness.isolation import isolated_case
 from ...spec.values import resolve
-from ..base import Check
+from ..base import Check, Verdict
 from .section import SECTION_KEY, Laws, laws_of, require_own_params
 
 
-def check_descent(case: Any, runs: Any) -> str:
+def check_descent(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "descent")
     steps = max(laws_of(case).descent_steps or 0, case.steps)
-    said = []
+    said: list[str] = []
+    evidence: dict[str, Any] = {"steps": steps}
     with isolated_case(case):
         directions = [False] + ([True] if _names_maximize(resolve(case.optimizer)) else [])
         for maximize in directions:
@@ -34,7 +35,8 @@ def check_descent(case: Any, runs: Any) -> str:
                     f"{'raise' if maximize else 'lower'} its loss{' under maximize' if maximize else ''}; it went from "
                     f"{start:.6g} to {end:.6g} (losses: {trend})")
             said.append(f"{'ascent under maximize' if maximize else 'descent'} {start:.4g} -> {end:.4g}")
-    return f"{steps} closure steps: " + "; ".join(said)
+            evidence["maximize" if maximize else "minimize"] = {"loss_start": start, "loss_end": end}
+    return Verdict(f"{steps} closure steps: " + "; ".join(said), evidence)
 
 
 def _names_maximize(optimizer_cls: type) -> bool:

@@ -13,14 +13,15 @@ from ...harness.isolation import isolated_case
 from ...harness.snapshot import OptimizerSnapshot
 from ...harness.law_runs import law_grads, law_params, law_run, schedule_in_words, unstored_kwargs
 from ...harness.ladder import MOVES
-from ..base import Check, Vacuous
+from ..base import Check, Vacuous, Verdict
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params, validate_laws
 
 
-def check_equivalent(case: Any, runs: Any) -> str:
+def check_equivalent(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "equivalent")
     laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
-    compared = []
+    compared: list[str] = []
+    evidence: dict[str, Any] = {}
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, laws.empty)
         grads = law_grads(case, steps, params)
@@ -51,7 +52,8 @@ def check_equivalent(case: Any, runs: Any) -> str:
                 raise Vacuous(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
                                      f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
             compared.append(f"{name} ({len(variants)} variants)")
-    return f"{', '.join(compared)} agree over {steps} steps, state included"
+            evidence[name] = {"variants": len(variants), "reached_optimizer": sorted(varied), "moved_tolerances": round(moved, 3)}
+    return Verdict(f"{', '.join(compared)} agree over {steps} steps, state included", {"steps_compared": steps, **evidence})
 
 
 def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:

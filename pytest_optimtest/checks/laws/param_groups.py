@@ -14,13 +14,13 @@ from ...harness.isolation import isolated_case
 from ...harness.law_runs import grouped_run, law_grads, law_params
 from ...spec.values import build_value
 from ...harness.ladder import MOVES
-from ..base import Check, Vacuous
+from ..base import Check, Vacuous, Verdict
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
 
 FIRST, SECOND = ["weight", "bias"], ["sometimes", "frozen"]  # the law params in two groups, every grad present
 
 
-def check_param_groups(case: Any, runs: Any) -> str:
+def check_param_groups(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "param_groups")
     laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
     with isolated_case(case):
@@ -44,8 +44,9 @@ def check_param_groups(case: Any, runs: Any) -> str:
             raise Vacuous(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
                                  f"in {steps} steps, so its lr-0 twin staying put proves nothing")
         _changed_lr_changes_that_group_only(case, params, grads, steps)
-    return (f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps; halving one group's lr "
-            "changed that group's next update only")
+    return Verdict(f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps; halving one group's "
+                   "lr changed that group's next update only",
+                   {"steps": steps, "moved_tolerances": round(moved, 3), "lr0_group_moved_tolerances": round(max(moved_zero.values()), 3)})
 
 
 def _changed_lr_changes_that_group_only(case: Any, params: dict, grads: list, steps: int) -> None:

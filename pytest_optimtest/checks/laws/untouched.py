@@ -11,25 +11,42 @@ import torch
 
 from ...harness.isolation import isolated_case
 from ...harness.law_runs import has_grad, law_grads, law_params, law_run
-from ..base import Check
+from ..base import Check, Vacuous, Verdict
 from ...harness.compare import max_movement
 from ...spec.schema import Tolerance
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
 
 
-def check_untouched(case: Any, runs: Any) -> str:
+def check_untouched(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "untouched")
     laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
-    said = []
+    said: list[str] = []
+    evidence: dict[str, Any] = {"steps": steps}
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, laws.empty)
+        active = _active_movement(case, params, steps, tol)  # a step that moves nothing leaves everything alone
+        evidence["moved_with_grads_tolerances"] = round(active, 3)
+        if active < case.min_movement:
+            raise Vacuous(f"{case.id}: vacuous: law untouched: params with a grad moved at most {active:.3g} tolerances "
+                          f"in {steps} steps (need {case.min_movement:g}), so params without one staying put proves nothing")
         if laws.untouched:
             _without_grads(case, params, law_grads(case, steps, params), steps, tol)
             said.append(f"params without a grad stayed within tolerance and got no state over {steps} steps")
+            evidence["untouched"] = True
         if laws.zero_grads:
             _zero_grads(case, params, steps, tol)
             said.append(f"zero grads moved nothing over {steps} steps")
-    return "; ".join(said)
+            evidence["zero_grads"] = True
+    return Verdict("; ".join(said) + f"; with grads they moved {active:.3g} tol", evidence)
+
+
+def _active_movement(case: Any, params: dict[str, torch.nn.Parameter], steps: int, tol: Tolerance) -> float:
+    """How far the params move, in tolerances, when every one has a grad at every step."""
+    run = law_run(case, params)
+    before = run.values()
+    for step, step_grads in enumerate(law_grads(case, steps, params, scheduled=False)):
+        run.step(step, step_grads)
+    return max_movement(before, run.values(), tol)
 
 
 def _without_grads(case: Any, params: dict[str, torch.nn.Parameter], grads: list, steps: int, tol: Tolerance) -> None:
