@@ -162,23 +162,26 @@ def _column(record: dict[str, Any]) -> str:
 
 def terminal_table(rows: list[dict[str, Any]]) -> list[str]:
     width = max([4] + [len(r["spec"]) for r in rows])
-    header = f"{'spec':<{width}} {'passed':>6} {'failed':>6} {'xfailed':>7} {'skipped':>7} {'kernels':>8} {'compile s':>9} {'speedup':>8}"
+    header = (f"{'spec':<{width}} {'passed':>6} {'failed':>6} {'xfailed':>7} {'skipped':>7} {'vacuous':>7} {'blocked':>7} "
+              f"{'kernels':>8} {'compile s':>9} {'speedup':>8}")
     lines = [header]
     for r in rows:
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
         lines.append(f"{r['spec']:<{width}} {r['passed']:>6} {r['failed']:>6} {r['xfailed']:>7} {r['skipped']:>7} "
-                     f"{r['kernels'] or '-':>8} {r['compile_s']:>9} {speedup:>8}")
+                     f"{r.get('vacuous', 0):>7} {r.get('blocked', 0):>7} {r['kernels'] or '-':>8} {r['compile_s']:>9} {speedup:>8}")
     return lines
 
 
 def markdown(rows: list[dict[str, Any]], torch_version: str) -> str:
     lines = [f"### pytest-optimtest (torch {torch_version})", "",
-             "| spec | passed | failed | xfailed | skipped | kernels | compile s | compiled/eager speedup |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| spec | passed | failed | xfailed | skipped | of them vacuous | of them blocked | kernels | compile s | "
+             "compiled/eager speedup |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         speedup = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
         lines.append(f"| `{r['spec']}` | {r['passed']} | {'**' + str(r['failed']) + '**' if r['failed'] else 0} | "
-                     f"{r['xfailed']} | {r['skipped']} | {r['kernels'] or '-'} | {r['compile_s']} | {speedup} |")
+                     f"{r['xfailed']} | {r['skipped']} | {r.get('vacuous', 0)} | {r.get('blocked', 0)} | "
+                     f"{r['kernels'] or '-'} | {r['compile_s']} | {speedup} |")
     return "\n".join(lines) + "\n"
 
 

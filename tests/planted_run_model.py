@@ -125,3 +125,13 @@ class GroupCountingSGD(PlainSGD):
         for group in self.param_groups:
             group["steps"] = group.get("steps", 0) + 1
         super()._update()
+
+
+class CoarseLrSGD(PlainSGD):
+    """Reads its group's lr, in coarse steps (as bf16 rounding does): lr 0.01 and 0.005 give one update."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(torch.sign(p.grad) * (1e-2 if group["lr"] >= 4e-3 else 1e-3 if group["lr"] > 0 else 0.0))

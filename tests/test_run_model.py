@@ -30,6 +30,8 @@ SPECS = {
              "laws: {param_groups: true}\n",
     "groupcount": "optimizer: planted_run_model:GroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\n",
     "noclosure": "optimizer: planted_unseen:NoClosureSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
+    "coarse": "optimizer: planted_run_model:CoarseLrSGD\nkwargs: {lr: 0.01}\nchecks: [law_param_groups]\n"
+              "laws: {param_groups: true}\n",
 }
 
 
@@ -178,3 +180,8 @@ def test_every_pass_carries_its_evidence_as_data(pytester):
     assert parity["step_graphs"] >= 1 and parity["closure_graphs"] == 0 and parity["moved_tolerances"] >= 10
     equivalent = next(r["evidence"] for r in items if r["check"] == "law_equivalent")
     assert equivalent["foreach"]["reached_optimizer"] == ["foreach"]
+
+
+def test_a_changed_lr_that_rounds_to_the_same_update_is_widened_before_it_is_called_ignored(session):
+    out, _, _ = session
+    assert _outcomes(out, "coarselrsgd-default-cpu") == {"law_param_groups": "PASSED"}
