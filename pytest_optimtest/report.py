@@ -69,9 +69,10 @@ class Results:
                 continue
             key = (r.get("optimizer") or r["spec"], verdict["rung"], verdict["cause"], verdict.get("where", ""))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": key[2], "where": key[3],
-                                            "cases": set(), "red": 0, "blocked": 0})
+                                            "cases": set(), "red": 0, "xfailed": 0, "blocked": 0})
             entry["cases"].add(r["case"])
             entry["red" if verdict["kind"] == "root_cause" else "blocked"] += 1
+            entry["xfailed"] += verdict["kind"] == "root_cause" and r["outcome"] == "xfailed"
         return [{**e, "cases": sorted(e["cases"])} for e in groups.values()]
 
     def by_spec(self) -> dict[str, list[dict[str, Any]]]:
@@ -189,8 +190,9 @@ def root_cause_lines(results: Results) -> list[str]:
     """The terminal's lines for reds grouped by root cause, and the vacuous items counted."""
     lines = []
     for e in results.root_causes():
-        lines.append(f"optimtest: {e['optimizer']}: 1 root cause, {e['red']} red in {len(e['cases'])} case(s), blocks "
-                     f"{e['blocked']} items: {e['rung']}: {e['cause']}" + (f" ({e['where']})" if e["where"] else ""))
+        expected = f" ({e['xfailed']} of them xfailed)" if e["xfailed"] else ""
+        lines.append(f"optimtest: {e['optimizer']}: 1 root cause, {e['red']} red{expected} in {len(e['cases'])} case(s), "
+                     f"blocks {e['blocked']} items: {e['rung']}: {e['cause']}" + (f" ({e['where']})" if e["where"] else ""))
     vacuous = sum((r.get("verdict") or {}).get("kind") == "vacuous" for r in results.records)
     if vacuous:
         lines.append(f"optimtest: {vacuous} vacuous item(s): their comparison proved nothing (skipped with the reason; "

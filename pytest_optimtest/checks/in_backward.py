@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import inspect
 from copy import deepcopy
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -116,12 +118,47 @@ def _double_step_diagnosis(case: Any) -> str | None:
             "where one step() per backward would not")
 
 
+# Probe lrs, as multiples of the case's, for in_backward_no_hook: its property (backward without the hook
+# steps nothing) holds at any lr, and at bf16 a first step at the case's lr can round away entirely.
+NO_HOOK_LR_FACTORS = (1.0, 10.0, 100.0)
+
+
 def check_in_backward_no_hook(case: Any, runs: Any) -> Verdict:
-    """register_hook=False leaves params untouched by backward; the hooked twin moves."""
+    """register_hook=False leaves params untouched by backward; the hooked twin moves. Where one
+    ordinary step moves nothing at the case's lr, a larger probe lr is tried before calling it vacuous."""
     try:
         require_param_list(case)
     except CannotApply as exc:
         raise NotApplicable(f"{case.id}: {exc}") from None
+    lr = case.kwargs.get("lr", _default_lr(resolve(case.optimizer)))
+    factors = NO_HOOK_LR_FACTORS if isinstance(lr, float) else NO_HOOK_LR_FACTORS[:1]
+    for factor in factors:
+        probe = replace(case, kwargs={**case.kwargs, "lr": lr * factor}) if factor != 1.0 else case
+        try:
+            params, hooked_moved = _no_hook(probe)
+        except Vacuous:
+            if factor == factors[-1]:
+                raise
+            continue
+        said = f" (probe lr {lr * factor:g}: at the case's lr one step rounds away)" if factor != 1.0 else ""
+        return Verdict(f"unhooked params untouched, hooked params moved {hooked_moved:.3g} tol{said}",
+                       {"params": params, "hooked_moved_tolerances": round(hooked_moved, 3), "unhooked_moved_tolerances": 0.0,
+                        "lr_factor": factor})
+    raise AssertionError("unreachable")  # pragma: no cover - the last factor returns or raises
+
+
+def _default_lr(optimizer_cls: type) -> Any:
+    """The constructor's default lr, or None."""
+    try:
+        parameter = inspect.signature(optimizer_cls).parameters.get("lr")
+    except (TypeError, ValueError):
+        return None
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+
+
+def _no_hook(case: Any) -> tuple[int, float]:
+    """(params, how far the hooked twin moved in tolerances); AssertionError where backward
+    without the hook changed a param, Vacuous where one ordinary step moves nothing either."""
     optimizer_cls = resolve(case.optimizer)
     with isolated():
         model = make_model(case, tied=False)
@@ -145,10 +182,9 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> Verdict:
                               "does not move params on its first step), so register_hook=False cannot be told apart")
             raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged, "
                                  "while one ordinary step moves them")
-    hooked_moved = max_movement({n: q.detach() for n, q in start.items()}, {n: q.detach() for n, q in hooked.named_parameters()},
-                                case.tolerance)
-    return Verdict(f"unhooked params untouched, hooked params moved {hooked_moved:.3g} tol",
-                   {"params": len(start), "hooked_moved_tolerances": round(hooked_moved, 3), "unhooked_moved_tolerances": 0.0})
+        moved = max_movement({n: q.detach() for n, q in start.items()}, {n: q.detach() for n, q in hooked.named_parameters()},
+                             case.tolerance)
+    return len(start), moved
 
 
 def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
