@@ -10,6 +10,7 @@ expanding it before it is written.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 from pathlib import Path
@@ -49,20 +50,24 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     # six steps at SGD-like defaults such as 0.1, and a diverged run is a failed (not a passed) check.
     lr = min(default_lr, 1e-2)
     name = cls.__name__.lower()
-    form, factory, form_lines = _params_form(cls, {"lr": lr} if has_lr else {})
+    fills, fill_notes = _required_fills(cls, {"lr": lr} if has_lr else {})
+    probe: Any = functools.partial(cls, **fills) if fills else cls  # what every probe below constructs
+    form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {})
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
-    lr, lr_note = _moving_lr(cls, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
-    low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(cls, form, factory, lr, max(default_lr, 1e-2))
-    state_dtype = _probed_state_dtype(cls, form, factory, lr if has_lr else None)
-    stored, dropped = _stored_flags(cls, form, {"lr": lr} if has_lr else {}, ("foreach", "maximize"))
-    shapes, shape_notes = _shape_claims(cls, form, {"lr": lr} if has_lr else {}, dtype)
+    lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
+    low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(probe, form, factory, lr, max(default_lr, 1e-2))
+    state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
+    stored, dropped = _stored_flags(probe, form, {"lr": lr} if has_lr else {}, ("foreach", "maximize"))
+    shapes, shape_notes = _shape_claims(probe, form, {"lr": lr} if has_lr else {}, dtype)
+    shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
         f"optimizer: {optimizer}",
-        (f"kwargs: {{lr: {lr!r}}}" + (f"  # {lr_note}" if lr_note else "")) if has_lr
-        else f"kwargs: {{}}  # {cls.__name__} takes no lr: fill in the kwargs a case needs",
+        (f"kwargs: {{lr: {lr!r}{shown_fills}}}" + (f"  # {lr_note}" if lr_note else "")) if has_lr
+        else f"kwargs: {{{shown_fills.removeprefix(', ')}}}  # {cls.__name__} takes no lr: fill in the kwargs a case needs",
+        *[f"# {note}" for note in fill_notes],
         *form_lines,
         "cases:",
         "  - name: default",
@@ -71,7 +76,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         if flag in DEVICE_FLAGS:
             continue
         value = not defaults[flag] if isinstance(defaults[flag], bool) else True
-        kwargs, note = _constructible(cls, lr, {flag: value}, defaults, form)
+        kwargs, note = _constructible(probe, lr, {flag: value}, defaults, form)
         if kwargs is None:
             lines.append(f"  # left out: {flag}: {value}: {note}")
             continue
@@ -94,11 +99,38 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
-        *_properties(cls, state_dtype == "param", stored, shapes),
+        *_properties(probe, state_dtype == "param", stored, shapes),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
-        *_laws(cls, max(lr, bf16_lr), factory is two_linear_no_bias, stored, "allow_empty" not in shapes),
+        *_laws(probe, max(lr, bf16_lr), factory is two_linear_no_bias, stored, "allow_empty" not in shapes),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
+
+
+REQUIRED_GUESSES = (0.9, 0.1, 1.0)  # tried in turn for a hyperparameter the constructor requires (QHM's momentum, nu)
+
+
+def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float], list[str]]:
+    """({name: value}, notes) for the hyperparameters the constructor requires beyond params and lr
+    (torch.optim's `required` sentinel, or a keyword-only argument without a default): the first of
+    REQUIRED_GUESSES with which it constructs and steps, said in a note to replace with the user's value."""
+    from torch.optim.optimizer import required  # the sentinel torch.optim and its imitators default to
+
+    parameters = list(inspect.signature(cls).parameters.values())[1:]  # after the params
+    names = [p.name for p in parameters if p.name != "lr" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+             and (p.default is required or (p.kind is p.KEYWORD_ONLY and p.default is p.empty))]
+    if not names:
+        return {}, []
+
+    def steps(candidate: dict[str, float]) -> bool:
+        return _stepped(cls, "list", {**kwargs, **candidate}, two_linear, steps=1)[1] is None
+
+    fills = {name: REQUIRED_GUESSES[0] for name in names}
+    for name in names if not steps(fills) else ():  # one at a time, the others at the first guess
+        fills[name] = next((g for g in REQUIRED_GUESSES if steps({**fills, name: g})), REQUIRED_GUESSES[0])
+    if not steps(fills):
+        return {}, [f"{', '.join(names)}: the constructor requires them and no guess of {REQUIRED_GUESSES} stepped: fill them in"]
+    return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor requires; "
+                   "put your values"]
 
 
 def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: Any) -> tuple[dict | None, str]:
@@ -113,7 +145,7 @@ def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: Any
             fixed = {**kwargs, name: 0.9}
             if _rejection(cls, lr, fixed, form) is None:
                 return fixed, f"with {name}: 0.9, since alone it is rejected: {problem}"
-    return None, f"{cls.__name__} rejects it: {problem}"
+    return None, f"the constructor rejects it: {problem}"
 
 
 def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:

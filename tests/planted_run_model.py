@@ -4,6 +4,7 @@ in a way that naive checks mistake for wrong (a diverging lr) or take as proof (
 from __future__ import annotations
 
 import torch
+from torch.optim.optimizer import required
 
 from planted import PlainSGD
 
@@ -135,3 +136,16 @@ class CoarseLrSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.sub_(torch.sign(p.grad) * (1e-2 if group["lr"] >= 4e-3 else 1e-3 if group["lr"] > 0 else 0.0))
+
+
+class RequiredMomentumSGD(PlainSGD):
+    """QHM's constructor shape: hyperparameters default to torch.optim's `required` sentinel."""
+
+    def __init__(self, params, lr=required, momentum=required):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "momentum": momentum})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            if group["momentum"] < 0.5:
+                raise ValueError("momentum below 0.5 is not supported")
+        super()._update()

@@ -110,6 +110,7 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:Bf16OnlySGD", ["dtypes: [bfloat16]  # its step refuses float32 params"], ["fill in `params`", "low_precision"]),
     ("planted_run_model:MatrixAndVectorSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1, allow_empty: false}",
                                               "  empty: false", "# fuzz draws no param of shape () (min_dims: 1)"], []),
+    ("planted_run_model:RequiredMomentumSGD", ["momentum: 0.9}", "# momentum: 0.9: init's guesses for what the constructor requires"], []),
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
 ])
