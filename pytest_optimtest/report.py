@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -44,6 +45,12 @@ def _relative(path: str) -> str:
         return path
 
 
+# The file inductor generated for one compile is named by a hash of its code: one root cause seen in
+# two cases names two such files, grouped as one.
+_generated_path = re.compile(r"[^\s(]*torchinductor\S*?\.py:\d+")
+GENERATED = "<code inductor generated>"
+
+
 @dataclass
 class Results:
     """Every generated item's record and outcome, as the controller sees them."""
@@ -67,7 +74,8 @@ class Results:
             verdict = r.get("verdict") or {}
             if verdict.get("kind") not in ("root_cause", "blocked"):
                 continue
-            key = (r.get("optimizer") or r["spec"], verdict["rung"], verdict["cause"], verdict.get("where", ""))
+            key = (r.get("optimizer") or r["spec"], verdict["rung"], _generated_path.sub(GENERATED, verdict["cause"]),
+                   _generated_path.sub(GENERATED, verdict.get("where", "")))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": key[2], "where": key[3],
                                             "cases": set(), "red": 0, "xfailed": 0, "blocked": 0})
             entry["cases"].add(r["case"])

@@ -186,3 +186,21 @@ def test_every_pass_carries_its_evidence_as_data(pytester):
 def test_a_changed_lr_that_rounds_to_the_same_update_is_widened_before_it_is_called_ignored(session):
     out, _, _ = session
     assert _outcomes(out, "coarselrsgd-default-cpu") == {"law_param_groups": "PASSED"}
+
+
+def test_one_cause_seen_through_two_generated_files_is_one_root_cause():
+    from pytest_optimtest.report import Results, root_cause_lines
+
+    def item(case, kind, path, outcome):
+        cause = f"CompiledStepOnlyError: NameError ({path}:388 in call (torch))"
+        return {"spec": "s.yaml", "case": case, "check": "parity", "optimizer": "pkg:Opt", "outcome": outcome,
+                "verdict": {"kind": kind, "rung": "compiled_steps", "cause": cause, "where": f"{path}:388 in call (torch)"}}
+
+    results = Results([item("a", "root_cause", "/tmp/torchinductor_u/i7/ci75.py", "failed"),
+                       item("b", "root_cause", "/tmp/torchinductor_u/4c/c4cf.py", "xfailed"),
+                       item("b", "blocked", "/tmp/torchinductor_u/4c/c4cf.py", "skipped")])
+    [cause] = results.root_causes()
+    assert (cause["red"], cause["xfailed"], cause["blocked"], cause["cases"]) == (2, 1, 1, ["a", "b"])
+    assert root_cause_lines(results) == ["optimtest: pkg:Opt: 1 root cause, 2 red (1 of them xfailed) in 2 case(s), blocks 1 "
+                                         "items: compiled_steps: CompiledStepOnlyError: NameError (<code inductor generated> "
+                                         "in call (torch)) (<code inductor generated> in call (torch))"]
