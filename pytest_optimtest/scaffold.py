@@ -145,7 +145,7 @@ def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: Any
             fixed = {**kwargs, name: 0.9}
             if _rejection(cls, lr, fixed, form) is None:
                 return fixed, f"with {name}: 0.9, since alone it is rejected: {problem}"
-    return None, f"the constructor rejects it: {problem}"
+    return None, f"{getattr(cls, 'func', cls).__name__} rejects it: {problem}"  # a partial binds the required kwargs
 
 
 def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
