@@ -60,6 +60,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     stored, dropped = _stored_flags(probe, form, {"lr": lr} if has_lr else {}, ("foreach", "maximize"))
     shapes, shape_notes = _shape_claims(probe, form, {"lr": lr} if has_lr else {}, dtype)
+    draws = _draws_random(probe, form, {"lr": lr} if has_lr else {}, dtype)
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
@@ -95,6 +96,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         *low_precision_lines,
         *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if has_lr else []),
         "closure: [false, true]",
+        *(["fallback_random: true  # its step draws from torch's RNG: compiled with inductor's fallback_random, the draws "
+           "match eager's (per-param regimes, in-backward, ZeRO, FSDP, still draw in another order)"] if draws else []),
         "devices: [cpu, cuda]",
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
@@ -344,6 +347,22 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) ->
         else:
             stored.add(flag)
     return stored, dropped
+
+
+def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> bool:
+    """Whether a few eager steps advance torch's global RNG (a noisy update, a preconditioner updated
+    with some probability)."""
+    torch.manual_seed(0)
+    model = two_linear().to(dtype)
+    try:
+        optimizer = construct(cls, form, model, kwargs, "cpu")
+        model(torch.randn(10, IN_FEATURES).to(dtype)).pow(2).sum().backward()
+        state = torch.get_rng_state()
+        for _ in range(3):
+            optimizer.step()
+    except Exception:  # noqa: BLE001  # the step probes above report what it raised
+        return False
+    return not torch.equal(state, torch.get_rng_state())
 
 
 def _shape_claims(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:

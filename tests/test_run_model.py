@@ -111,6 +111,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:MatrixAndVectorSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1, allow_empty: false}",
                                               "  empty: false", "# fuzz draws no param of shape () (min_dims: 1)"], []),
     ("planted_run_model:RequiredMomentumSGD", ["momentum: 0.9}", "# momentum: 0.9: init's guesses for what the constructor requires"], []),
+    ("planted:NoisySGD", ["fallback_random: true  # its step draws from torch's RNG"], []),
+    ("planted:PlainSGD", [], ["fallback_random"]),
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
 ])
