@@ -58,9 +58,10 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
     low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(probe, form, factory, lr, max(default_lr, 1e-2))
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
-    stored, dropped = _stored_flags(probe, form, {"lr": lr} if has_lr else {}, ("foreach", "maximize"))
-    shapes, shape_notes = _shape_claims(probe, form, {"lr": lr} if has_lr else {}, dtype)
-    draws = _draws_random(probe, form, {"lr": lr} if has_lr else {}, dtype)
+    base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
+    stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"))
+    shapes, shape_notes = _shape_claims(probe, form, base, dtype)
+    draws = _draws_random(probe, form, base, dtype)
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",

@@ -201,10 +201,9 @@ class OptimtestSession:
         yet (under pytest-randomly a check may come before its prerequisite)."""
         key = (case.key, name)
         if key not in self.outcomes:
-            failure = self._blocking(name, case) if name not in case.skip else None
             if name in case.skip:
                 self.outcomes[key] = f"skipped: {case.skip[name]}"
-            elif failure is not None:
+            elif (failure := self._blocking(name, case)) is not None:
                 self.outcomes[key] = failure.blocked()
             else:
                 try:

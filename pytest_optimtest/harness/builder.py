@@ -132,14 +132,33 @@ def make_twins(case: Any) -> Twins:
     return Twins(model, make_optimizer(case, model), twin, make_optimizer(case, twin), inputs, loss_fn)
 
 
+def step_parameters(optimizer_cls: type) -> list[inspect.Parameter] | None:
+    """The parameters of the class's `step` after self; None when it has no signature to read (a C function)."""
+    try:
+        return list(inspect.signature(optimizer_cls.step).parameters.values())[1:]  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return None
+
+
+def takes_closure(optimizer_cls: type) -> bool:
+    """Whether the step has a parameter for a closure (one without a signature gets the benefit of the doubt)."""
+    parameters = step_parameters(optimizer_cls)
+    return parameters is None or bool(parameters)
+
+
+def requires_closure(optimizer_cls: type) -> bool:
+    """Whether the step's closure parameter has no default (LBFGS-like steps)."""
+    parameters = step_parameters(optimizer_cls)
+    if not parameters:
+        return False
+    first = parameters[0]
+    return first.default is inspect.Parameter.empty and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+
+
 def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
     """A step that cannot take a closure makes closure cases say nothing: not applicable, and why."""
-    step = type(opt).step
-    try:
-        parameters = list(inspect.signature(step).parameters.values())[1:]  # after self
-    except (TypeError, ValueError):  # no signature to read (a C function): let the call decide
-        return
-    if not parameters:
+    if not takes_closure(type(opt)):
+        step = type(opt).step
         code = getattr(inspect.unwrap(step), "__code__", None)
         where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
         raise NotApplicable(f"{type(opt).__qualname__}.step{inspect.signature(step)} takes no closure{where}: "

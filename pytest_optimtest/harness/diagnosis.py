@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..spec.case import shown_path
+from ..spec.schema import LOW_PRECISION
 
 
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
@@ -87,9 +88,6 @@ def _rerun(case: Any, steps: int, backend: str = "inductor", **inductor_options:
         return rerun_differences(case, steps, backend, **inductor_options)
     except Exception as exc:  # the rerun is evidence, not the verdict: its failure is reported as such
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-
-
-LOW_PRECISION = ("bfloat16", "float16")
 
 
 def _precision_casts(run: Any) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import inspect
 from copy import deepcopy
 from typing import Any
 
@@ -18,7 +17,7 @@ from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
-from .builder import build_model, make_data, model_factory, param_dtype
+from .builder import build_model, make_data, model_factory, param_dtype, requires_closure
 from .param_forms import form_name
 
 SECTION_KEY = "in_backward"
@@ -66,12 +65,6 @@ def require_param_list(case: Case) -> None:
     if case.params != "list":
         raise CannotApply(f"the optimizer takes its params as {form_name(case.params)} (the spec's `params`), and "
                           "_apply_optimizer_in_backward builds one optimizer per param from a list of that param alone")
-
-
-def needs_closure(optimizer_cls: type) -> bool:
-    step = optimizer_cls.step  # type: ignore[attr-defined]  # an optimizer class
-    closure = inspect.signature(step).parameters.get("closure")
-    return closure is not None and closure.default is inspect.Parameter.empty
 
 
 def make_model(case: Case, tied: bool) -> torch.nn.Module:
@@ -137,7 +130,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
     """
     require_param_list(case)
     optimizer_cls = resolve(case.optimizer)
-    if needs_closure(optimizer_cls):
+    if requires_closure(optimizer_cls):
         raise CannotApply(f"{optimizer_cls.__name__}.step requires a closure; an optimizer applied in backward steps without one")
     with isolated():
         model = make_model(case, tied)

@@ -6,7 +6,6 @@ it, and every other item that needs the rung is skipped as blocked by it (sessio
 from __future__ import annotations
 
 import contextlib
-import inspect
 import random
 import warnings
 from collections.abc import Iterator
@@ -17,10 +16,11 @@ import torch
 
 from . import torch_api
 from .blame import blame
-from .builder import make_closure, make_optimizer, model_with_grads
+from .builder import make_closure, make_optimizer, model_with_grads, requires_closure, takes_closure
 from .compiled_run import CompiledStepOnlyError
 from .containment import PROGRESS, CaseTimedOut
 from .devices import seed_all
+from ..spec.schema import LOW_PRECISION
 
 if TYPE_CHECKING:  # annotations only
     from .run_cache import RunCache
@@ -30,7 +30,6 @@ EAGER = ("constructs", "eager_steps")
 MOVES = (*EAGER, "eager_moves")
 COMPILED = (*EAGER, "graph_captured", "compiled_steps")
 COMPARED_COMPILED = (*MOVES, "graph_captured", "compiled_steps")
-LOW_PRECISION = ("bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -91,8 +90,7 @@ class Ladder:
             try:
                 self._eager = probe_eager(self.case)
             except CaseTimedOut as exc:  # a step that hangs is the rung's failure, told once, not per check
-                found = blame(exc, handler_frames=1)
-                self._eager = EagerProbe(RungFailure("eager_steps", _one_line(exc), found.where or found.innermost, exc), 0)
+                self._eager = EagerProbe(_failure("eager_steps", exc), 0)
         return self._eager.failure
 
     def _compiled_failure(self) -> RungFailure | None:
@@ -103,13 +101,9 @@ class Ladder:
     def _climb_compiled(self) -> RungFailure | None:
         try:
             run = self.runs.compiled(self.case)
-        except CompiledStepOnlyError as exc:
-            found = blame(exc.error)
-            return RungFailure("compiled_steps", _one_line(exc), found.where or found.innermost, exc)
-        except CaseTimedOut as exc:  # the eager rungs passed: the compiled run is what hung
-            found = blame(exc, handler_frames=1)
-            return RungFailure("compiled_steps", _one_line(exc), found.where or found.innermost, exc)
-        except Exception:  # not a rung's verdict (a closure the step cannot take, a timeout): each check says it
+        except (CompiledStepOnlyError, CaseTimedOut) as exc:  # the eager rungs passed: the compiled run raised or hung
+            return _failure("compiled_steps", exc)
+        except Exception:  # not a rung's verdict (a closure the step cannot take): each check says it
             return None
         why = run.not_compiled()
         if why:
@@ -133,8 +127,8 @@ def probe_eager(case: Any) -> EagerProbe:
         except Exception as exc:
             return EagerProbe(_failure("constructs", exc), 0)
         initial = [p.detach().clone() for p in model.parameters()]
-        closure = make_closure(model, optimizer, inputs, loss_fn) if case.closure and takes_closure(optimizer) else None
-        if closure is None and requires_closure(optimizer):
+        closure = make_closure(model, optimizer, inputs, loss_fn) if case.closure and takes_closure(type(optimizer)) else None
+        if closure is None and requires_closure(type(optimizer)):
             return EagerProbe(RungFailure("eager_steps", f"{type(optimizer).__qualname__}.step requires a closure and this "
                                           f"case steps without one: give the spec `closure: [true]` ({case.location})",
                                           not_applicable=True), 0)
@@ -156,25 +150,6 @@ def probe_eager(case: Any) -> EagerProbe:
     return EagerProbe(None, steps, draws)
 
 
-def takes_closure(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether the optimizer's step has a parameter for a closure (a C step or one without a
-    signature is given the benefit of the doubt)."""
-    try:
-        return len(inspect.signature(type(optimizer).step).parameters) > 1
-    except (TypeError, ValueError):
-        return True
-
-
-def requires_closure(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether the step's closure parameter has no default (LBFGS-like steps)."""
-    try:
-        parameters = list(inspect.signature(type(optimizer).step).parameters.values())[1:]
-    except (TypeError, ValueError):
-        return False
-    return bool(parameters) and parameters[0].default is inspect.Parameter.empty \
-        and parameters[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
 def _unmoved(case: Any, steps: int) -> RungFailure:
     lr = case.kwargs.get("lr", "the default")
     if case.dtype in LOW_PRECISION:
@@ -189,7 +164,12 @@ def _unmoved(case: Any, steps: int) -> RungFailure:
 
 
 def _failure(rung: str, exc: BaseException, prefix: str = "") -> RungFailure:
-    found = blame(exc)
+    """The rung's failure for `exc`, placed where the user's code raised it: a compiled-only error by
+    the error inside it, a timeout by where it hung (below the signal handler's own frame)."""
+    if isinstance(exc, CompiledStepOnlyError):
+        found = blame(exc.error)
+    else:
+        found = blame(exc, handler_frames=1 if isinstance(exc, CaseTimedOut) else 0)
     return RungFailure(rung, prefix + _one_line(exc), found.where or found.innermost, exc)
 
 

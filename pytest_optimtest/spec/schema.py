@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model, fi
 
 Device = Literal["cpu", "cuda", "mps"]
 Dtype = Literal["float32", "bfloat16", "float16", "float64"]
+LOW_PRECISION = ("bfloat16", "float16")  # dtypes whose rounding can swallow an update
 NAME = r"^[a-z0-9][a-z0-9_]*$"
 TORCH_VERSION = re.compile(r"^\d+\.\d+$")
 MAX_STEPS = 1000  # optimizer steps, train iterations: a typo like 10**20 is a spec error, not a hang
