@@ -6,8 +6,7 @@ from typing import Any
 
 from ..harness.compare import listed, value_differences
 from ..harness.vacuity import require_moved
-from ..harness.distributed_run import DistributedRun, unavailable_reason, zero_takes
-from ..harness.builder import build_model, make_optimizer
+from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
 from ..harness.ladder import MOVES
@@ -94,26 +93,15 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     sections += [(f"ZeRO vs unsharded on rank {r}", value_differences("param", result.params, result.zero_params, tol, ("unsharded", "ZeRO")))
                  for r, result in enumerate(run.ranks)]
     unsharded = run.ranks[0].state_dict
-    loaded, refused = _load_into_plain(case, run.ranks[0].zero_state_dict)
+    loaded, refused = load_into_plain(case, run.ranks[0].zero_state_dict)
     sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(
-        "state", unsharded["state"], loaded.state_dict()["state"], tol, ("unsharded", "loaded"))))
+        "state", unsharded["state"], loaded["state"], tol, ("unsharded", "loaded"))))
     _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections)
     entries = sum(len(s) for s in unsharded["state"].values())
     return Verdict(f"ZeRO params equal the unsharded optimizer's on {ws} ranks; consolidated state_dict "
                    f"({entries} state entries) loads into a plain optimizer and equals the unsharded state",
                    {"steps_compared": case.distributed.iterations, "world_size": ws, "state_entries": entries,
                     "moved_tolerances": round(moved, 3)})
-
-
-def _load_into_plain(case, state_dict):
-    """(a plain optimizer of the case loaded with ZeRO's consolidated state_dict, None), or (None, why not)."""
-    model = build_model(case)
-    opt = make_optimizer(case, model)
-    try:
-        opt.load_state_dict(state_dict)
-    except Exception as exc:  # the property under test: it must load
-        return None, f"does not load into a plain {type(opt).__name__}: {type(exc).__name__}: {exc}"
-    return opt, None
 
 
 DISTRIBUTED = Check("distributed", check_distributed,

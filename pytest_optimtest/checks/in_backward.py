@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import inspect
-from copy import deepcopy
 from dataclasses import replace
 from typing import Any
 
@@ -15,11 +14,9 @@ from ..harness import torch_api
 from ..harness.compare import max_movement, value_differences
 from ..harness.vacuity import require_moved
 from ..spec.param_groups import model_param_shapes
-from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, make_model,
-                                       require_param_list, run_in_backward, step_calls_in_one_backward)
-from ..harness.isolation import isolated
-from ..harness.builder import make_data, make_optimizer, param_dtype
-from ..spec.values import build_kwargs, resolve
+from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, initial_params,
+                                       require_param_list, run_in_backward, run_without_hook, step_calls_in_one_backward)
+from ..spec.values import resolve
 from ..spec.context import SpecContext
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Vacuous, Verdict
@@ -46,8 +43,7 @@ def compare_in_backward(case, tied: bool = False, copies: int = 1,
     and on a vacuous comparison unless `require_movement` is False (the caller judges it)."""
     tol = case.tolerance
     try:
-        with isolated():
-            initial = {n: p.detach().clone() for n, p in make_model(case, tied).named_parameters()}
+        initial = initial_params(case, tied)
         for step, reference, in_backward in run_in_backward(case, tied=tied, copies=copies):
             ref = {n: p.detach() for n, p in reference.named_parameters()}
             got = {n: p.detach() for n, p in in_backward.named_parameters()}
@@ -160,41 +156,20 @@ def _default_lr(optimizer_cls: type) -> Any:
 def _no_hook(case: Any) -> tuple[int, float]:
     """(params, how far the hooked twin moved in tolerances); AssertionError where backward
     without the hook changed a param, Vacuous where one ordinary step moves nothing either."""
-    optimizer_cls = resolve(case.optimizer)
-    with isolated():
-        model = make_model(case, tied=False)
-        initial, hooked, unhooked = deepcopy(model), deepcopy(model), deepcopy(model)
-        kwargs = build_kwargs(case.kwargs, case.device)
-        torch_api.apply_optimizer_in_backward(optimizer_cls, list(hooked.parameters()), kwargs)
-        torch_api.apply_optimizer_in_backward(optimizer_cls, list(unhooked.parameters()), build_kwargs(case.kwargs, case.device), register_hook=False)
-        inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
-        for m in (hooked, unhooked):
-            loss_fn(m(inputs)).backward()
-        start = dict(initial.named_parameters())
-        changed = value_differences("param", {n: p.detach() for n, p in unhooked.named_parameters()}, {n: p.detach() for n, p in start.items()}, case.tolerance)
-        if changed:
-            raise AssertionError(f"{case.id}: register_hook=False, yet backward changed params:\n  " + "\n  ".join(changed))
-        still = [n for n, p in hooked.named_parameters() if not value_differences(n, start[n].detach(), p.detach(), case.tolerance)]
-        if still:
-            normal = _stepped_once(case, deepcopy(initial))
-            unmoved = [n for n in still if not value_differences(n, start[n].detach(), normal[n], case.tolerance)]
-            if unmoved:
-                raise Vacuous(f"{case.id}: vacuous: one ordinary step leaves {unmoved} unchanged too (the optimizer "
-                              "does not move params on its first step), so register_hook=False cannot be told apart")
-            raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged, "
-                                 "while one ordinary step moves them")
-        moved = max_movement({n: q.detach() for n, q in start.items()}, {n: q.detach() for n, q in hooked.named_parameters()},
-                             case.tolerance)
-    return len(start), moved
-
-
-def _stepped_once(case: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The params after one ordinary optimizer step on the same data."""
-    opt = make_optimizer(case, model)
-    inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
-    loss_fn(model(inputs)).backward()
-    opt.step()
-    return {n: p.detach() for n, p in model.named_parameters()}
+    run = run_without_hook(case)
+    start = run.initial
+    changed = value_differences("param", run.unhooked, start, case.tolerance)
+    if changed:
+        raise AssertionError(f"{case.id}: register_hook=False, yet backward changed params:\n  " + "\n  ".join(changed))
+    still = [n for n, p in run.hooked.items() if not value_differences(n, start[n], p, case.tolerance)]
+    if still:
+        unmoved = [n for n in still if not value_differences(n, start[n], run.stepped_once[n], case.tolerance)]
+        if unmoved:
+            raise Vacuous(f"{case.id}: vacuous: one ordinary step leaves {unmoved} unchanged too (the optimizer "
+                          "does not move params on its first step), so register_hook=False cannot be told apart")
+        raise AssertionError(f"{case.id}: with the hook registered, backward left {still} unchanged, "
+                             "while one ordinary step moves them")
+    return len(start), max_movement(start, run.hooked, case.tolerance)
 
 
 IN_BACKWARD = Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain",

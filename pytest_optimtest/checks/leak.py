@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
-import torch
-
 from ..harness import torch_api
-from ..harness.builder import compile_step, make_optimizer, model_with_grads
-from ..harness.vacuity import require_compiled
-from ..harness.isolation import isolated_case
 from ..harness.ladder import COMPILED
+from ..harness.runner import Regime, running
+from ..harness.vacuity import require_compiled
 from .base import Check, Verdict
 
 
@@ -21,48 +20,54 @@ def check_no_leak(case: Any, runs: Any) -> Verdict:
     """PyTorch's static-address finalizer test, for the spec's optimizer: once the model, the
     optimizer and the compiled step are dropped, no param survives `gc.collect()`; a leak names
     what still holds a param. Params freed only by the cycle collector are reported, not failed.
-    Its own compile: it must drop every reference to the run, which the shared run keeps."""
-    with isolated_case(case):
-        gc.collect()
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            refs, graphs = _compile_and_drop(case)
-            alive = sum(r() is not None for r in refs)
-        finally:
-            if enabled:
-                gc.enable()
-        require_compiled(case.id, graphs, "no compile cache was tested")
+    A run of its own, inspected before its compile state is reset: the shared runs keep theirs."""
+    with _gc_paused() as paused, running(case, Regime(compiled=True, closure=False, steps=2)) as run:
+        alive = run.params_alive()
+        paused.resume()
+        require_compiled(case.id, run.step_graphs, "no compile cache was tested")
         if alive:
             gc.collect()
-            survivors = [r() for r in refs if r() is not None]
+            survivors = [r() for r in run.param_refs if r() is not None]
             if survivors:
                 count, (rooted, direct) = len(survivors), _trace_holder(survivors[0])
                 holder = rooted or direct
                 del survivors
                 if rooted is None:
-                    holder += _freed_by_dynamo_reset(refs)
+                    holder += _freed_by_dynamo_reset(run.param_refs)
                 raise AssertionError(
-                    f"{case.id}: leak: {count} of {len(refs)} params outlive the model, the optimizer and the "
+                    f"{case.id}: leak: {count} of {len(run.param_refs)} params outlive the model, the optimizer and the "
                     f"compiled step, even after gc.collect(); held by: {holder}"
                 )
-            # Not a leak: dynamo lifts a third-party optimizer's params into the compiled GraphModule,
-            # whose graph/node cycle holds them until the next gc pass (torch.optim's own params are
-            # static inputs instead). Reported, not failed.
-            return Verdict(f"all {len(refs)} params freed once dropped; {alive} of them only by gc.collect() "
-                           "(a reference cycle, e.g. through dynamo's GraphModule, held them until the gc pass)",
-                           {"params_tracked": len(refs), "freed_by_gc": alive, "step_graphs": graphs})
-    return Verdict(f"all {len(refs)} params freed once dropped", {"params_tracked": len(refs), "freed_by_gc": 0, "step_graphs": graphs})
+    evidence = {"params_tracked": len(run.param_refs), "freed_by_gc": alive, "step_graphs": run.step_graphs}
+    if alive:
+        # Not a leak: dynamo lifts a third-party optimizer's params into the compiled GraphModule,
+        # whose graph/node cycle holds them until the next gc pass (torch.optim's own params are
+        # static inputs instead). Reported, not failed.
+        return Verdict(f"all {len(run.param_refs)} params freed once dropped; {alive} of them only by gc.collect() "
+                       "(a reference cycle, e.g. through dynamo's GraphModule, held them until the gc pass)", evidence)
+    return Verdict(f"all {len(run.param_refs)} params freed once dropped", evidence)
 
 
-def _compile_and_drop(case) -> tuple[list[weakref.ref], int]:
-    model, _, _ = model_with_grads(case)
-    opt = make_optimizer(case, model)
-    step = compile_step(opt, fullgraph=False)
-    with torch.no_grad():
-        step()
-        step()
-    return [weakref.ref(p) for p in model.parameters()], torch_api.captured_graph_count()
+class _GcPause:
+    """The cycle collector held off, so a param freed by refcounting alone tells apart from one a cycle held."""
+
+    def __init__(self) -> None:
+        self.enabled = gc.isenabled()
+
+    def resume(self) -> None:
+        if self.enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[_GcPause]:
+    gc.collect()
+    pause = _GcPause()
+    gc.disable()
+    try:
+        yield pause
+    finally:
+        pause.resume()
 
 
 MAX_DEPTH = 8  # referrer levels searched for the global that keeps a survivor alive

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
-from ..spec.values import build_kwargs, resolve
+from ..harness.hook_recorder import HookEvent, record_case
 from .base import Check, NotApplicable, Verdict
 
 CONTEXT = 3  # events shown before the first divergence
@@ -16,17 +15,12 @@ AFTER = 6  # and after it
 def check_hook_order(case: Any, runs: Any) -> Verdict:
     """ModTracker reports exactly the expected events, in order; each side of a failure is
     shown aligned, with the first divergence marked."""
-    def make_model() -> Any:
-        return resolve(case.model)(**build_kwargs(case.model_kwargs, "cpu"))
-
-    inputs = resolve(case.inputs)
-    options = dict(backward=case.backward, iterations=case.iterations, drop_model_before_backward=case.drop_model_before_backward)
-    observed = record_hook_order(make_model if case.drop_model_before_backward else make_model(), inputs, **options)
+    observed, derived_order = record_case(case)
     if case.expected is None:
         raise NotApplicable(f"{case.id}: no expected sequence for this torch version ({case.expected_where}); observed:\n"
                             + "\n".join(e.short() for e in observed))
     derived = case.expected == "derive"
-    expected = derive_hook_order(make_model(), inputs, **options) if derived else [_event(e) for e in case.expected]
+    expected = derived_order if derived else [_event(e) for e in case.expected]
     if case.compare != "all":
         keep = (lambda e: e.is_mark) if case.compare == "marks" else (lambda e: not e.is_mark)
         observed, expected = _filtered(observed, keep), [e for e in expected if keep(e)]

@@ -8,8 +8,8 @@ from typing import Any, Literal
 import torch
 from pydantic import RootModel
 
-from ..harness.builder import make_optimizer, model_with_grads
-from ..harness.isolation import isolated_case
+from ..harness.builder import param_dtype
+from ..harness.runner import Regime
 from .base import Check, NotApplicable, Verdict
 
 
@@ -20,22 +20,17 @@ class StateDtype(RootModel[Literal["param", "float32"]]):
 
 def check_state_dtype(case: Any, runs: Any) -> Verdict:
     contract = case.sections["state_dtype"].root
-    with isolated_case(case):
-        model, _, _ = model_with_grads(case)
-        optimizer = make_optimizer(case, model)
-        with torch.no_grad():
-            for _ in range(case.steps):
-                optimizer.step()
-        names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
-        problems, checked = [], 0
-        for param, state in optimizer.state.items():
-            for key, value in state.items():
-                if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0):
-                    continue  # 0-d counters (step) are float32 by torch.optim's own convention
-                checked += 1
-                wanted = param.dtype if contract == "param" else torch.float32
-                if value.dtype != wanted:
-                    problems.append(f"state[{key!r}] of {names.get(param, 'a param')!r} is {value.dtype}, not {wanted}")
+    final = runs.run(case, Regime()).final
+    problems, checked = [], 0
+    for name, state in final.state.items():
+        param = final.params.get(name)
+        for key, value in state.items():
+            if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0):
+                continue  # 0-d counters (step) are float32 by torch.optim's own convention
+            checked += 1
+            wanted = (param.dtype if param is not None else param_dtype(case)) if contract == "param" else torch.float32
+            if value.dtype != wanted:
+                problems.append(f"state[{key!r}] of {name!r} is {value.dtype}, not {wanted}")
     if not checked:
         raise NotApplicable(f"{case.id}: after {case.steps} steps the optimizer keeps no state tensor (but 0-d "
                             "counters): there is no state dtype to check")

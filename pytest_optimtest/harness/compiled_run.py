@@ -21,7 +21,6 @@ from ..spec.case import Case
 from ..spec.values import build_kwargs
 from . import torch_api
 from .blame import blame
-from .compare import snapshot_differences
 from .builder import ClosureCompiles, Twins, make_scheduler, make_twins, step_scheduler
 from .containment import PROGRESS
 from .devices import seed_all
@@ -213,23 +212,6 @@ def _steps(run: CompiledRun, twins: Twins, compiled_step: Callable[[], None], ea
     if perturb and case.scheduler is None and not case.closure and run.steady_failure is None:
         _perturb(run, twins.compiled_opt, compiled_step, log)
     run.perturbed = perturb
-
-
-def rerun_differences(case: Case, steps: int, backend: str = "inductor", **inductor_options: Any) -> list[str]:
-    """Eager vs a compiled twin built with `backend` and `inductor_options` (and the case as given,
-    e.g. fallback_random flipped), after exactly `steps` steps: the differences. For parity's
-    diagnoses: which change makes the difference go away says whose it is."""
-    with isolated_case(case), torch_api.inductor_config(**inductor_options), torch_api.recording_recompiles():
-        twins, eager_closure, compiled_step, schedulers = _prepared(case, backend)
-        with torch.no_grad():
-            for step in range(steps):
-                seed_all(case.seed + 1 + step)
-                compiled_step()
-                seed_all(case.seed + 1 + step)
-                twins.eager_opt.step(eager_closure) if eager_closure else twins.eager_opt.step()
-                step_all(schedulers)
-        eager, compiled = twins.snapshots()
-    return snapshot_differences(eager, compiled, case.tolerance)
 
 
 def _counted(compiled_step: Callable[[], None], log: list[str], closure: ClosureCompiles | None = None) -> StepCompiles:

@@ -19,6 +19,8 @@ import torch
 
 from ..spec.case import shown_path
 from ..spec.schema import LOW_PRECISION
+from .compare import snapshot_differences
+from .runner import Regime, run
 
 
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
@@ -80,12 +82,14 @@ def _reproduce(case: Any) -> str:
 
 
 def _rerun(case: Any, steps: int, backend: str = "inductor", **inductor_options: Any) -> list[str] | str:
-    """The rerun's differences, or why it could not run."""
-    # compiled_run imports this module (storage_aliases): the reruns load it when a diagnosis needs them.
-    from .compiled_run import rerun_differences
-
+    """Eager vs a compiled run built with `backend` and `inductor_options` (and the case as given,
+    e.g. fallback_random flipped), after exactly `steps` steps: the differences, or why it could not
+    run. Which change makes the difference go away says whose it is."""
     try:
-        return rerun_differences(case, steps, backend, **inductor_options)
+        eager = run(case, Regime(steps=steps, scheduler=True))
+        compiled = run(case, Regime(compiled=True, steps=steps, scheduler=True, backend=backend,
+                                    inductor=tuple(inductor_options.items())))
+        return snapshot_differences(eager.final, compiled.final, case.tolerance)
     except Exception as exc:  # the rerun is evidence, not the verdict: its failure is reported as such
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 

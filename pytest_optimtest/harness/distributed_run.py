@@ -120,6 +120,17 @@ def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
     return result
 
 
+def load_into_plain(case: Case, state_dict: Any) -> tuple[dict[str, Any], str | None]:
+    """(the state_dict of a plain optimizer of the case loaded with ZeRO's consolidated one, None),
+    or ({}, why it does not load)."""
+    opt = make_optimizer(case, build_model(case))
+    try:
+        opt.load_state_dict(state_dict)
+    except Exception as exc:  # the property under test: it must load
+        return {}, f"does not load into a plain {type(opt).__name__}: {type(exc).__name__}: {exc}"
+    return opt.state_dict(), None
+
+
 def rank_backend(case: Case) -> str:
     """The process group's backend for the case's device: NCCL on CUDA, gloo on CPU."""
     return "nccl" if case.device == "cuda" else "gloo"

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ..spec.values import build_kwargs, resolve
 from . import torch_api
 
 KINDS = ("pre_fw", "post_fw", "pre_bw", "post_bw")
@@ -203,3 +204,17 @@ def _backward_events(calls: list[_Call]) -> list[HookEvent]:
 def _grad_nodes(value: Any) -> tuple[Any, ...]:
     tensors = [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor) and t.requires_grad]
     return tuple(t.grad_fn if t.grad_fn is not None else t for t in tensors)
+
+
+def record_case(case: Any) -> tuple[HookRecording, list[HookEvent]]:
+    """A hook-order case's observed events, and the order derived from its module tree where the
+    spec's `expected` is `derive` (else empty)."""
+    def make_model() -> torch.nn.Module:
+        return resolve(case.model)(**build_kwargs(case.model_kwargs, "cpu"))
+
+    inputs = resolve(case.inputs)
+    options: dict[str, Any] = dict(backward=case.backward, iterations=case.iterations,
+                                   drop_model_before_backward=case.drop_model_before_backward)
+    observed = record_hook_order(make_model if case.drop_model_before_backward else make_model(), inputs, **options)
+    derived = derive_hook_order(make_model(), inputs, **options) if case.expected == "derive" else []
+    return observed, derived

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from . import torch_api
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
-from .builder import build_model, make_data, model_factory, param_dtype, requires_closure
+from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
 from .param_forms import form_name
 
 SECTION_KEY = "in_backward"
@@ -190,3 +191,41 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
                                     features=getattr(model_factory(case), "in_features", IN_FEATURES))
         loss_fn(model(inputs)).backward()
     return max(calls.values(), default=0), without_grad[0]
+
+
+def initial_params(case: Case, tied: bool = False) -> dict[str, torch.Tensor]:
+    """The in-backward model's params before any step."""
+    with isolated():
+        return {n: p.detach().clone() for n, p in make_model(case, tied).named_parameters()}
+
+
+@dataclass
+class NoHookRun:
+    """One backward of the model with the optimizer applied in backward, hooked and with
+    register_hook=False, and one ordinary step from the same start: params by name."""
+
+    initial: dict[str, torch.Tensor]
+    hooked: dict[str, torch.Tensor]
+    unhooked: dict[str, torch.Tensor]
+    stepped_once: dict[str, torch.Tensor]
+
+
+def run_without_hook(case: Case) -> NoHookRun:
+    optimizer_cls = resolve(case.optimizer)
+    with isolated():
+        model = make_model(case, tied=False)
+        initial, hooked, unhooked, stepped = deepcopy(model), deepcopy(model), deepcopy(model), deepcopy(model)
+        torch_api.apply_optimizer_in_backward(optimizer_cls, list(hooked.parameters()), build_kwargs(case.kwargs, case.device))
+        torch_api.apply_optimizer_in_backward(optimizer_cls, list(unhooked.parameters()), build_kwargs(case.kwargs, case.device),
+                                              register_hook=False)
+        inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
+        for m in (hooked, unhooked):
+            loss_fn(m(inputs)).backward()
+        optimizer = make_optimizer(case, stepped)
+        loss_fn(stepped(inputs)).backward()
+        optimizer.step()
+
+        def values(m: torch.nn.Module) -> dict[str, torch.Tensor]:
+            return {n: p.detach().clone() for n, p in m.named_parameters()}
+
+        return NoHookRun(values(initial), values(hooked), values(unhooked), values(stepped))

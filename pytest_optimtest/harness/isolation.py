@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -16,12 +17,12 @@ from . import torch_api
 def isolated(**inductor_options: object) -> Iterator[None]:
     """Fresh dynamo/inductor state in, and every touched global restored on the way out.
 
-    Restores: default dtype, grad mode, CPU and CUDA RNG states, inductor config,
+    Restores: default dtype, grad mode, CPU and CUDA RNG states, Python's RNG, inductor config,
     and resets dynamo caches, inductor metrics and dynamo counters on both sides.
     """
     dtype = torch.get_default_dtype()
     grad = torch.is_grad_enabled()
-    cpu_rng = torch.get_rng_state()
+    cpu_rng, python_rng = torch.get_rng_state(), random.getstate()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     torch_api.reset_compile_state()
     try:
@@ -32,6 +33,7 @@ def isolated(**inductor_options: object) -> Iterator[None]:
         torch.set_default_dtype(dtype)
         torch.set_grad_enabled(grad)
         torch.set_rng_state(cpu_rng)
+        random.setstate(python_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
 

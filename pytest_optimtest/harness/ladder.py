@@ -5,10 +5,6 @@ it, and every other item that needs the rung is skipped as blocked by it (sessio
 
 from __future__ import annotations
 
-import contextlib
-import random
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +12,10 @@ import torch
 
 from . import torch_api
 from .blame import blame
-from .builder import make_closure, make_optimizer, model_with_grads, requires_closure, takes_closure
 from .compiled_run import CompiledStepOnlyError
-from .containment import PROGRESS, CaseTimedOut
-from .devices import seed_all
+from .containment import CaseTimedOut
+from .runner import Regime, run
+from .vacuity import NotApplicable
 from ..spec.schema import LOW_PRECISION
 
 if TYPE_CHECKING:  # annotations only
@@ -120,34 +116,19 @@ def probe_eager(case: Any) -> EagerProbe:
     steps = max(case.steps, 2)
     if not getattr(torch, case.dtype).is_floating_point:  # complex cases are the complex law's, over its own params
         return EagerProbe(None, 0)
-    with _guarded():
-        try:
-            model, inputs, loss_fn = model_with_grads(case)
-            optimizer = make_optimizer(case, model)
-        except Exception as exc:
-            return EagerProbe(_failure("constructs", exc), 0)
-        initial = [p.detach().clone() for p in model.parameters()]
-        closure = make_closure(model, optimizer, inputs, loss_fn) if case.closure and takes_closure(type(optimizer)) else None
-        if closure is None and requires_closure(type(optimizer)):
-            return EagerProbe(RungFailure("eager_steps", f"{type(optimizer).__qualname__}.step requires a closure and this "
-                                          f"case steps without one: give the spec `closure: [true]` ({case.location})",
-                                          not_applicable=True), 0)
-        drawn = set()
-        for step in range(steps):
-            PROGRESS.at_step(step + 1)
-            seed_all(case.seed + 1 + step)
-            torch_state, python_state = torch.get_rng_state(), random.getstate()
-            try:
-                with torch.no_grad():
-                    optimizer.step(closure) if closure is not None else optimizer.step()  # type: ignore[arg-type]
-            except Exception as exc:
-                return EagerProbe(_failure("eager_steps", exc, f"at eager step {step + 1}: "), step)
-            drawn |= {"torch"} if not torch.equal(torch_state, torch.get_rng_state()) else set()
-            drawn |= {"python"} if python_state != random.getstate() else set()
-        draws = tuple(sorted(drawn))
-        if all(torch.equal(before, p.detach()) for before, p in zip(initial, model.parameters())):
-            return EagerProbe(_unmoved(case, steps), steps, draws)
-    return EagerProbe(None, steps, draws)
+    try:
+        probe = run(case, Regime(steps=steps, failures="record"))
+    except NotApplicable as exc:  # the step requires a closure and the case has none
+        return EagerProbe(RungFailure("eager_steps", f"{exc}: give the spec `closure: [true]` ({case.location})",
+                                      not_applicable=True), 0)
+    failure = probe.failure
+    if failure is not None and failure.phase == "constructs":
+        return EagerProbe(_failure("constructs", failure.error), 0)
+    if failure is not None:
+        return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
+    if not probe.moved:
+        return EagerProbe(_unmoved(case, steps), steps, probe.draws)
+    return EagerProbe(None, steps, probe.draws)
 
 
 def _unmoved(case: Any, steps: int) -> RungFailure:
@@ -176,18 +157,3 @@ def _failure(rung: str, exc: BaseException, prefix: str = "") -> RungFailure:
 def _one_line(exc: BaseException) -> str:
     lines = str(exc).splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"
-
-
-@contextlib.contextmanager
-def _guarded() -> Iterator[None]:
-    """The probe leaves no trace: RNG, grad mode and default dtype restored, torch's warnings silenced."""
-    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
-    python_state = random.getstate()
-    with torch.random.fork_rng(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        try:
-            yield
-        finally:
-            random.setstate(python_state)
-            torch.set_grad_enabled(grad)
-            torch.set_default_dtype(dtype)

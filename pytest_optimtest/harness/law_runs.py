@@ -11,8 +11,9 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import make_optimizer, param_dtype, with_setup
+from .builder import make_optimizer, param_dtype, takes_closure, with_setup
 from .devices import seed_all
+from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
 from .vacuity import NotApplicable
 
@@ -62,26 +63,63 @@ def copy_params(params: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Par
 
 
 @dataclass
-class LawRun:
-    """An optimizer over its own copy of the law params, stepped one grad set at a time."""
+class LawTrajectory:
+    """An optimizer's run over its own copy of the law params: snapshots before its first step and
+    after each, params named as in LAW_PARAMS."""
 
-    case: Any
-    params: dict[str, torch.nn.Parameter]
-    optimizer: torch.optim.Optimizer
+    optimizer: str  # its class's qualified name
+    snapshots: list[OptimizerSnapshot]
+    unstored: list[str]  # the overriding kwargs the constructed optimizer kept nowhere
 
-    def step(self, index: int, grads: dict[str, torch.Tensor | None]) -> None:
-        for name, p in self.params.items():
-            grad = grads[name]
+    @property
+    def initial(self) -> dict[str, torch.Tensor]:
+        return self.snapshots[0].params
+
+    @property
+    def final(self) -> dict[str, torch.Tensor]:
+        return self.snapshots[-1].params
+
+    def params_after(self, steps: int) -> dict[str, torch.Tensor]:
+        return self.snapshots[steps].params
+
+    def state_keys(self, steps: int, name: str) -> set[str]:
+        """The state keys of param `name` after `steps` steps (0: what the constructor made)."""
+        return set(map(str, self.snapshots[steps].state.get(name, {})))
+
+
+Groups = list[tuple[list[str], dict[str, Any]]]  # (param names, group options)
+
+
+def law_trajectory(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, torch.Tensor | None]],
+                   overrides: dict[str, Any] | None = None, groups: Groups | None = None,
+                   scale_lr: tuple[int, float] | None = None) -> LawTrajectory:
+    """The case's optimizer (kwargs overridden by spec values; in explicit `groups` if given) over a
+    copy of `params`, one step per entry of `grads`. `scale_lr` (k, factor): group 0's lr is scaled
+    by factor after k steps, as a scheduler does (in place for a tensor lr)."""
+    if overrides:
+        case = replace(case, kwargs={**case.kwargs, **overrides})
+    own = copy_params(params)
+    optimizer = _grouped(case, own, groups) if groups else make_optimizer(case, list(own.items()))
+    names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}
+    snapshots = [snapshot(optimizer, names)]
+    for index, step_grads in enumerate(grads):
+        if scale_lr is not None and scale_lr[0] == index:
+            _scale_lr(optimizer.param_groups[0], scale_lr[1])
+        for name, p in own.items():
+            grad = step_grads[name]
             p.grad = None if grad is None else grad.clone()
-        seed_all(self.case.seed + 1 + index)
+        seed_all(case.seed + 1 + index)
         with torch.no_grad():
-            self.optimizer.step()
+            optimizer.step()
+        snapshots.append(snapshot(optimizer, names))
+    return LawTrajectory(type(optimizer).__qualname__, snapshots, unstored_kwargs(optimizer, overrides or {}))
 
-    def snapshot(self) -> OptimizerSnapshot:
-        return snapshot(self.optimizer, {p: n for n, p in self.params.items()})
 
-    def values(self) -> dict[str, torch.Tensor]:
-        return {name: p.detach().clone() for name, p in self.params.items()}
+def _scale_lr(group: dict[str, Any], factor: float) -> None:
+    if isinstance(group["lr"], torch.Tensor):
+        group["lr"].fill_(group["lr"].item() * factor)
+    else:
+        group["lr"] = group["lr"] * factor
 
 
 def unstored_kwargs(optimizer: Any, keys: Any) -> list[str]:
@@ -93,19 +131,10 @@ def unstored_kwargs(optimizer: Any, keys: Any) -> list[str]:
     return [k for k in keys if k not in kept]
 
 
-def law_run(case: Any, params: dict[str, torch.nn.Parameter], overrides: dict[str, Any] | None = None) -> LawRun:
-    """The case's optimizer (kwargs overridden by spec values) over a copy of `params`."""
-    if overrides:
-        case = replace(case, kwargs={**case.kwargs, **overrides})
-    own = copy_params(params)
-    return LawRun(case, own, make_optimizer(case, list(own.items())))
-
-
-def grouped_run(case: Any, params: dict[str, torch.nn.Parameter], groups: list[tuple[list[str], dict[str, Any]]]) -> LawRun:
-    """The case's optimizer over a copy of `params` in explicit param groups: (names, group options),
-    each group's params named where the spec's form is `named`. NotApplicable when the constructor
-    refuses param groups (the case's own form constructs: the ladder's first rung says so)."""
-    own = copy_params(params)
+def _grouped(case: Any, own: dict[str, torch.nn.Parameter], groups: Groups) -> Any:
+    """The case's optimizer over `own` in explicit param groups, each group's params named where the
+    spec's form is `named`. NotApplicable when the constructor refuses param groups (the case's own
+    form constructs: the ladder's first rung says so)."""
     optimizer_cls = resolve(case.optimizer)
     named = case.params == "named"
     given = [{"params": [(n, own[n]) if named else own[n] for n in names], **options} for names, options in groups]
@@ -115,4 +144,73 @@ def grouped_run(case: Any, params: dict[str, torch.nn.Parameter], groups: list[t
         raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} refuses param groups "
                             f"({'of named params' if named else 'as dicts'}): {type(exc).__name__}: {exc}; "
                             "a law over groups cannot apply (turn it off in the spec's laws)") from exc
-    return LawRun(case, own, with_setup(case, optimizer))
+    return with_setup(case, optimizer)
+
+
+COMPLEX = {"float32": torch.complex64, "float64": torch.complex128}  # torch has no complex bfloat16
+
+
+def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """A complex param and its `view_as_real` twin, each with the case's optimizer, stepped on equal
+    grads: (the initial value as real, [(the complex param as real, the twin) after each step])."""
+    with isolated_case(case):
+        seed_all(case.seed)
+        shape = (1,) * max(0, min_ndim - 2) + (4, 3)
+        complex_dtype = COMPLEX[case.dtype]
+        value = torch.randn(shape, dtype=complex_dtype, device=case.device)
+        complex_param = torch.nn.Parameter(value.clone())
+        real_param = torch.nn.Parameter(torch.view_as_real(value).clone())
+        complex_opt = make_optimizer(case, [("z", complex_param)])
+        real_opt = make_optimizer(case, [("z", real_param)])
+        generator = torch.Generator().manual_seed(case.seed + 15485863)
+        trajectory = []
+        for step in range(steps):
+            grad = torch.randn(shape, dtype=complex_dtype, generator=generator).to(case.device)
+            complex_param.grad, real_param.grad = grad.clone(), torch.view_as_real(grad).clone()
+            for opt in (complex_opt, real_opt):
+                seed_all(case.seed + 1 + step)
+                with torch.no_grad():
+                    opt.step()
+            trajectory.append((torch.view_as_real(complex_param.detach()).clone(), real_param.detach().clone()))
+    return torch.view_as_real(value), trajectory
+
+
+def descent_losses(case: Any, steps: int) -> list[float]:
+    """On a small least-squares problem with a contiguous and a transposed (non-contiguous) param,
+    the loss before each closure step and after the last, measured in float64 (a bf16 loss cannot
+    show the small steps a bf16 optimizer takes)."""
+    with isolated_case(case):
+        seed_all(case.seed)
+        at = {"device": case.device, "dtype": param_dtype(case)}
+        a, b = torch.randn(8, 4).to(**at), torch.randn(8, 3).to(**at)
+        target = torch.randn(4, 5).to(**at)
+        contiguous = torch.nn.Parameter(torch.zeros(4, 3, **at))
+        transposed = torch.nn.Parameter(torch.zeros(5, 4, **at).t())  # non-contiguous
+        optimizer = make_optimizer(case, [("contiguous", contiguous), ("transposed", transposed)])
+
+        def loss_fn(*tensors: torch.Tensor) -> torch.Tensor:
+            a, b, target, contiguous, transposed = tensors
+            return (a @ contiguous - b).pow(2).mean() + (transposed - target).pow(2).mean()
+
+        def measured() -> float:
+            with torch.no_grad():
+                return float(loss_fn(*(t.double() for t in (a, b, target, contiguous, transposed))))
+
+        def closure() -> torch.Tensor:
+            with torch.enable_grad():
+                optimizer.zero_grad()
+                loss = loss_fn(a, b, target, contiguous, transposed)
+                loss.backward()
+            return loss
+
+        with_closure = takes_closure(type(optimizer))
+        losses = []
+        for step in range(steps):
+            seed_all(case.seed + 1 + step)
+            losses.append(measured())
+            if not with_closure:
+                closure()
+            with torch.no_grad():  # the closure enables grad for itself, as the harness's closures do
+                optimizer.step(closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
+        losses.append(measured())
+    return losses

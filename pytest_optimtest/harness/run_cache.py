@@ -12,6 +12,7 @@ from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
 from .ladder import Ladder
 from .ranks import RankPools
+from .runner import Regime, Run, run
 
 CaseKey = tuple[str, str]  # (spec file, case id): ids repeat across spec files
 
@@ -30,6 +31,16 @@ class RunCache:
         perturb = self.perturbed is None or case.key in self.perturbed
         return self._get("compiled", case, lambda c: run_compiled(c, perturb=perturb))
 
+    def run(self, case: Case, regime: Regime | None = None) -> Run:
+        """The run of `case` in `regime` (eager, as the spec gives it, by default), done once for
+        every check that asks for an equal regime."""
+        regime = regime or Regime()
+        try:
+            hash(regime)
+        except TypeError:  # a kwarg value that cannot be a key (a list): not shared
+            return run(case, regime)
+        return self._get(("run", regime), case, lambda c: run(c, regime))
+
     def ladder(self, case: Any) -> Ladder:
         """The case's prerequisite ladder, climbed once for all its checks."""
         key = ("ladder", case.key)
@@ -45,7 +56,7 @@ class RunCache:
         """The FSDP2-sharded runs of `case` and its one-process reference (fsdp, checkpoint)."""
         return self._get("fsdp", case, lambda c: run_fsdp(c, self.rank_pools))
 
-    def _get(self, kind: str, case: Case, make: Callable[[Case], Any]) -> Any:
+    def _get(self, kind: Any, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.key)
         if key not in self._runs:
             try:

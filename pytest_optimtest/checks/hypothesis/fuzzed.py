@@ -14,10 +14,9 @@ from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.devices import seed_all
 from ...harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
 from ...harness.in_backward_run import SECTION_KEY, in_backward_section
-from ...harness.isolation import isolated, isolated_case
-from ...harness.builder import make_optimizer, param_dtype
+from ...harness.isolation import isolated
+from ...harness.fuzz_runs import compiled_step_for_examples, fuzz_parity_run
 from ...harness.hypothesis_runs import run_property
-from ...harness.snapshot import snapshot
 from ...harness.strategies import Params, mlps, module_trees, param_lists, tree_input
 from ..base import Check, NotApplicable, Vacuous, Verdict
 from ..in_backward import compare_in_backward
@@ -34,20 +33,12 @@ def _drawable(fuzz, base_check: str):
     return cases
 
 
-def _call_step(step, optimizer) -> None:
-    step(optimizer)
-
-
 def check_fuzz_parity(fuzz, runs) -> Verdict:
     prop = fuzz.settings["fuzz_parity"]
     cases = _drawable(fuzz, "parity")
     seen: Counter = Counter()
     reasons: Counter = Counter()
-    with isolated_case(cases[0]), torch_api.unlimited_recompiles():
-        # One compiled function for the whole run: dynamic shapes let inductor reuse one
-        # symbolic graph (its FX graph cache) across examples of different sizes.
-        compiled = torch.compile(_call_step, backend="inductor", fullgraph=True, dynamic=prop.dynamic)
-
+    with compiled_step_for_examples(cases[0], prop.dynamic) as compiled:
         def example(case, params: Params) -> None:
             _parity_example(case, params, compiled, prop.steps, seen, reasons)
 
@@ -65,35 +56,22 @@ def check_fuzz_parity(fuzz, runs) -> Verdict:
 
 
 def _parity_example(case, params: Params, compiled, steps: int, seen: Counter, reasons: Counter) -> None:
-    eager_params, compiled_params = (params.build(case.device, case.seed, param_dtype(case)) for _ in range(2))
-    opt, opt_c = make_optimizer(case, eager_params), make_optimizer(case, compiled_params)
-    names = {p: f"params[{i}]" for i, p in enumerate(eager_params)}
-    names_c = {p: f"params[{i}]" for i, p in enumerate(compiled_params)}
-    initial = {n: p.detach().clone() for p, n in names.items()}
-    step = torch_api.raw_step(opt_c).__func__  # type: ignore[attr-defined]  # a bound method's function
-    torch_api.mark_step_called(opt_c)
-    graphs = torch_api.captured_graph_count()
-    with torch_api.recording_recompiles() as recompiles, torch.no_grad():
-        for i in range(steps):
-            seed_all(case.seed + 1 + i)
-            compiled(step, opt_c)
-            seed_all(case.seed + 1 + i)
-            opt.step()
-    if torch_api.captured_graph_count() == graphs:
+    run = fuzz_parity_run(case, params, compiled, steps)
+    if not run.new_graphs:
         raise AssertionError(f"{case.id} on {params!r}: not compiled: the step captured no new graph")
-    for message in recompiles:
+    for message in run.recompiles:
         failures = torch_api.guard_failures(message)
         if any(torch_api.is_identity_guard(f) for f in failures):
             seen["new_optimizer"] += 1
         else:
             reasons.update(f.split("  #")[0].split(": ", 1)[-1] for f in failures[:1])
-    seen["recompiles"] += len(recompiles)
-    problems = snapshot_differences(snapshot(opt, names), snapshot(opt_c, names_c), case.tolerance)
+    seen["recompiles"] += len(run.recompiles)
+    problems = snapshot_differences(run.eager, run.compiled, case.tolerance)
     if problems:
         raise AssertionError(f"{case.id} on {params!r}: compiled step differs from eager after {steps} steps:" + listed(problems))
-    if all(p.numel() == 0 for p in eager_params):
+    if all(p.numel() == 0 for p in run.initial.values()):
         seen["empty"] += 1
-    elif max_movement(initial, {n: p for p, n in names.items()}, case.tolerance) >= case.min_movement:
+    elif max_movement(run.initial, run.eager.params, case.tolerance) >= case.min_movement:
         seen["moved"] += 1
 
 

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import torch
 from hypothesis import strategies as st
 
 from ...harness.compare import max_movement, tensor_difference, value_differences
-from ...harness.devices import seed_all
 from ...harness.isolation import isolated_case
-from ...harness.builder import make_optimizer, param_dtype
+from ...harness.builder import param_dtype
+from ...harness.fuzz_runs import stepped_over
 from ...harness.hypothesis_runs import run_property
 from ...spec.schema import Tolerance
 from ...harness.strategies import LAYOUTS, Param, Params, param_lists
@@ -46,21 +45,6 @@ def _grads(blueprint: Params, case: Any, steps: int, dtype: torch.dtype | None =
     generator = torch.Generator().manual_seed(case.seed + 7919)
     return [[torch.randn(p.shape, generator=generator).to(case.device, dtype or param_dtype(case))
              for p in blueprint.params] for _ in range(steps)]
-
-
-def _stepped(case: Any, params: list[torch.Tensor], grads: list[list[torch.Tensor]],
-             **overrides: Any) -> torch.optim.Optimizer:
-    """The case's optimizer (kwargs overridden) over `params`, stepped once per entry of `grads`."""
-    if overrides:
-        case = replace(case, kwargs={**case.kwargs, **overrides})
-    optimizer = make_optimizer(case, params)
-    for k, step_grads in enumerate(grads):
-        for p, g in zip(params, step_grads):
-            p.grad = g.clone()
-        seed_all(case.seed + 1 + k)
-        with torch.no_grad():
-            optimizer.step()
-    return optimizer
 
 
 def _flat(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -140,7 +124,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
         flat_grads = [[g.reshape(-1) for g in gs] for gs in grads]
         initial = _flat(_built(params, case))
         drawn, flat = _built(params, case), _flat(_built(params, case))
-        opt_drawn, opt_flat = _stepped(case, drawn, grads), _stepped(case, flat, flat_grads)
+        opt_drawn, opt_flat = stepped_over(case, drawn, grads), stepped_over(case, flat, flat_grads)
         for i, blueprint in enumerate(params.params):
             copy = "the same value as a one-element param" if blueprint.shape == () else "a contiguous 1-d copy of it"
             problems = _param_differences(i, opt_flat, flat[i], opt_drawn, drawn[i], tol, (copy, "as drawn"))
@@ -151,7 +135,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
 
         order = [(i + 1) % len(initial) for i in range(len(initial))]  # every param moves to another position
         permuted = [initial[j].clone() for j in order]
-        opt_permuted = _stepped(case, permuted, [[gs[j] for j in order] for gs in flat_grads])
+        opt_permuted = stepped_over(case, permuted, [[gs[j] for j in order] for gs in flat_grads])
         problems = [d for position, i in enumerate(order)
                     for d in _param_differences(i, opt_flat, flat[i], opt_permuted, permuted[position], tol,
                                                 (f"at position {i}", f"moved to position {position}"))]
@@ -161,7 +145,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
 
         sizes = [t.numel() for t in initial]
         whole = [torch.cat(initial).clone()]
-        _stepped(case, whole, [[torch.cat(gs)] for gs in flat_grads])
+        stepped_over(case, whole, [[torch.cat(gs)] for gs in flat_grads])
         problems = [d for i, piece in enumerate(whole[0].detach().split(sizes))
                     if (d := tensor_difference(f"params[{i}]", flat[i], piece, tol, ("its own param", "a piece of one param")))]
         if problems:
@@ -183,8 +167,8 @@ def check_fuzz_maximize(fuzz: Any, runs: Any) -> Verdict:
         grads = _grads(params, case, steps)
         initial = _built(params, case)
         up, down = _built(params, case), _built(params, case)
-        opt_up = _stepped(case, up, grads, maximize=True)
-        opt_down = _stepped(case, down, [[-g for g in gs] for gs in grads], maximize=False)
+        opt_up = stepped_over(case, up, grads, maximize=True)
+        opt_down = stepped_over(case, down, [[-g for g in gs] for gs in grads], maximize=False)
         labels = ("maximize=False on -g", "maximize=True on g")
         problems = [d for i in range(len(up))
                     for d in _param_differences(i, opt_down, down[i], opt_up, up[i], tol, labels, compare_state)]
@@ -210,7 +194,7 @@ def check_fuzz_dtypes(fuzz: Any, runs: Any) -> Verdict:
             initial = _built(params, case, dtype)
             tensors = [t.clone() for t in initial]
             device = tensors[0].device
-            opt = _stepped(case, tensors, grads)
+            opt = stepped_over(case, tensors, grads)
             for i, p in enumerate(tensors):
                 where = f"{_describe(params.params[i], i)}, {dtype}"
                 if p.dtype != dtype or p.device != device:
@@ -239,7 +223,7 @@ def check_fuzz_determinism(fuzz: Any, runs: Any) -> Verdict:
         grads = _grads(params, case, fuzz.settings["fuzz_determinism"].steps)
         first, second = _built(params, case), _built(params, case)
         initial = _built(params, case)
-        opt_first, opt_second = _stepped(case, first, grads), _stepped(case, second, grads)
+        opt_first, opt_second = stepped_over(case, first, grads), stepped_over(case, second, grads)
         problems = [d for i in range(len(first))
                     for d in _param_differences(i, opt_first, first[i], opt_second, second[i], EXACT,
                                                 ("first run", "second run"))]
@@ -260,8 +244,8 @@ def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> Verdict:
         grads = _grads(params, case, fuzz.settings["fuzz_zero_lr"].steps)
         initial, moving, still = (_built(params, case) for _ in range(3))
         zero = {"tensor": 0.0} if isinstance(case.kwargs.get("lr"), dict) and "tensor" in case.kwargs["lr"] else 0.0
-        _stepped(case, moving, grads)
-        _stepped(case, still, grads, lr=zero)
+        stepped_over(case, moving, grads)
+        stepped_over(case, still, grads, lr=zero)
         for i, (p, p0) in enumerate(zip(still, initial)):
             if not torch.equal(p.detach(), p0):
                 d = tensor_difference(f"params[{i}]", p0, p.detach(), EXACT, ("before", "after")) or ""

@@ -11,7 +11,7 @@ import torch
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.isolation import isolated_case
 from ...harness.snapshot import OptimizerSnapshot
-from ...harness.law_runs import law_grads, law_params, law_run, schedule_in_words, unstored_kwargs
+from ...harness.law_runs import law_grads, law_params, law_trajectory, schedule_in_words
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params, validate_laws
@@ -26,31 +26,27 @@ def check_equivalent(case: Any, runs: Any) -> Verdict:
         params = law_params(case, laws.min_ndim, laws.empty)
         grads = law_grads(case, steps, params)
         for name, variants in laws.equivalent.items():
-            variant_runs = [law_run(case, params, kwargs) for kwargs in variants]
-            for kwargs, run in zip(variants, variant_runs):
-                swallowed = unstored_kwargs(run.optimizer, kwargs)
-                if swallowed:
-                    raise Vacuous(f"{case.id}: vacuous: law equivalent[{name}]: {type(run.optimizer).__qualname__} accepted "
-                                  f"{', '.join(swallowed)} and kept it nowhere (not in its defaults, param groups or "
+            variant_runs = [law_trajectory(case, params, grads, kwargs) for kwargs in variants]
+            for run in variant_runs:
+                if run.unstored:
+                    raise Vacuous(f"{case.id}: vacuous: law equivalent[{name}]: {run.optimizer} accepted "
+                                  f"{', '.join(run.unstored)} and kept it nowhere (not in its defaults, param groups or "
                                   "attributes), so the variants cannot run differently; drop the law, or store the kwarg")
-            initial = variant_runs[0].values()
             varied = {key for kwargs in variants for key in kwargs}
-            for step, step_grads in enumerate(grads):
-                for run in variant_runs:
-                    run.step(step, step_grads)
-                reference = _without(variant_runs[0].snapshot(), varied)
+            for step in range(1, steps + 1):
+                reference = _without(variant_runs[0].snapshots[step], varied)
                 for kwargs, run in zip(variants[1:], variant_runs[1:]):
-                    problems = snapshot_differences(reference, _without(run.snapshot(), varied), tol,
+                    problems = snapshot_differences(reference, _without(run.snapshots[step], varied), tol,
                                                     (_shown(variants[0]), _shown(kwargs)))
                     if problems:
                         raise AssertionError(
                             f"{case.id}: law equivalent[{name}] broken: {_shown(kwargs)} must run like {_shown(variants[0])} "
-                            f"(params and state, {schedule_in_words()}); they differ after step {step + 1} of {steps}:"
+                            f"(params and state, {schedule_in_words()}); they differ after step {step} of {steps}:"
                             + listed(problems))
-            moved = max_movement(initial, variant_runs[0].values(), tol)
+            moved = max_movement(variant_runs[0].initial, variant_runs[0].final, tol)
             if moved < case.min_movement:
                 raise Vacuous(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
-                                     f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
+                              f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
             compared.append(f"{name} ({len(variants)} variants)")
             evidence[name] = {"variants": len(variants), "reached_optimizer": sorted(varied), "moved_tolerances": round(moved, 3)}
     return Verdict(f"{', '.join(compared)} agree over {steps} steps, state included", {"steps_compared": steps, **evidence})

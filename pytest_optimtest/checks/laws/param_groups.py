@@ -11,7 +11,7 @@ import torch
 
 from ...harness.compare import max_movement
 from ...harness.isolation import isolated_case
-from ...harness.law_runs import grouped_run, law_grads, law_params
+from ...harness.law_runs import Groups, law_grads, law_params, law_trajectory
 from ...spec.values import build_value
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
@@ -28,18 +28,16 @@ def check_param_groups(case: Any, runs: Any) -> Verdict:
         grads = law_grads(case, steps + 1, params, scheduled=False)
         lr = case.kwargs.get("lr")
         zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}
-        run = grouped_run(case, params, [(FIRST, {}), (SECOND, zero)])
-        initial = run.values()
-        for step in range(steps):
-            run.step(step, grads[step])
-        moved_zero = {n: max_movement({n: initial[n]}, {n: run.params[n].detach()}, tol) for n in SECOND}
+        run = law_trajectory(case, params, grads[:steps], groups=[(FIRST, {}), (SECOND, zero)])
+        initial = run.initial
+        moved_zero = {n: max_movement({n: initial[n]}, {n: run.final[n]}, tol) for n in SECOND}
         still = {n: m for n, m in moved_zero.items() if m > 1}
         if still:
             shown = ", ".join(f"{n!r} by {m:.3g} tolerances" for n, m in still.items())
             raise AssertionError(f"{case.id}: law param_groups broken: a group whose lr is 0 must not move; its params moved "
                                  f"over {steps} steps ({shown}) while the other group's lr is the case's (does the step "
                                  "read lr from the constructor, or another group, or add to it?)")
-        moved = max_movement({n: initial[n] for n in FIRST}, {n: run.params[n].detach() for n in FIRST}, tol)
+        moved = max_movement({n: initial[n] for n in FIRST}, {n: run.final[n] for n in FIRST}, tol)
         if moved < case.min_movement:
             raise Vacuous(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
                                  f"in {steps} steps, so its lr-0 twin staying put proves nothing")
@@ -56,39 +54,27 @@ LR_FACTORS = (0.5, 0.1, 4.0)
 
 
 def _changed_lr_changes_that_group_only(case: Any, params: dict, grads: list, steps: int) -> None:
+    groups: Groups = [(FIRST, {}), (SECOND, {})]
+    base = law_trajectory(case, params, grads, groups=groups)
+    before, after = base.params_after(steps), base.final
+    # a param whose update rounds away (low precision) shows no lr at all: it is not evidence
+    seen = [n for n in FIRST if not torch.equal(before[n], after[n])]
+    if not seen:
+        raise Vacuous(f"{case.id}: vacuous: group 0's step {steps + 1} left its params bitwise unchanged at "
+                      f"{case.dtype} (the update rounds away), so changing its lr cannot be seen")
     for factor in LR_FACTORS:
-        base, changed = (grouped_run(case, params, [(FIRST, {}), (SECOND, {})]) for _ in range(2))
-        for step in range(steps):
-            base.step(step, grads[step])
-            changed.step(step, grads[step])
-        _scale_lr(changed.optimizer.param_groups[0], factor)
-        before = base.values()
-        base.step(steps, grads[steps])
-        changed.step(steps, grads[steps])
-        # a param whose update rounds away (low precision) shows no lr at all: it is not evidence
-        seen = [n for n in FIRST if not torch.equal(before[n], base.params[n].detach())]
-        if not seen:
-            raise Vacuous(f"{case.id}: vacuous: group 0's step {steps + 1} left its params bitwise unchanged at "
-                          f"{case.dtype} (the update rounds away), so changing its lr cannot be seen")
-        same_first = [n for n in seen if torch.equal(base.params[n].detach(), changed.params[n].detach())]
+        changed = law_trajectory(case, params, grads, groups=groups, scale_lr=(steps, factor)).final
+        same_first = [n for n in seen if torch.equal(after[n], changed[n])]
         if not same_first:
             break
     else:
         raise AssertionError(f"{case.id}: law param_groups broken: scaling group 0's lr by {', '.join(map(str, LR_FACTORS))} "
                              f"after step {steps} must change its next update; {same_first} stepped exactly as with the "
                              "old lr each time (the step does not read param_groups[0]['lr']: LR schedulers do nothing)")
-    other = [n for n in SECOND if not torch.equal(base.params[n].detach(), changed.params[n].detach())]
+    other = [n for n in SECOND if not torch.equal(after[n], changed[n])]
     if other:
         raise AssertionError(f"{case.id}: law param_groups broken: scaling group 0's lr by {factor} after step {steps} must "
                              f"leave group 1's update alone; {other} changed too (one group's lr leaks into another's)")
-
-
-def _scale_lr(group: dict, factor: float) -> None:
-    """As a scheduler does: in place for a tensor lr, else a new float."""
-    if isinstance(group["lr"], torch.Tensor):
-        group["lr"].fill_(group["lr"].item() * factor)
-    else:
-        group["lr"] = group["lr"] * factor
 
 
 LAW_PARAM_GROUPS = Check("law_param_groups", check_param_groups, "each param group's own lr is the one used", "primary",

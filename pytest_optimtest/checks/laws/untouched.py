@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ...harness.isolation import isolated_case
-from ...harness.law_runs import has_grad, law_grads, law_params, law_run
+from ...harness.law_runs import has_grad, law_grads, law_params, law_trajectory
 from ..base import Check, Vacuous, Verdict
 from ...harness.compare import max_movement
 from ...spec.schema import Tolerance
@@ -42,43 +42,37 @@ def check_untouched(case: Any, runs: Any) -> Verdict:
 
 def _active_movement(case: Any, params: dict[str, torch.nn.Parameter], steps: int, tol: Tolerance) -> float:
     """How far the params move, in tolerances, when every one has a grad at every step."""
-    run = law_run(case, params)
-    before = run.values()
-    for step, step_grads in enumerate(law_grads(case, steps, params, scheduled=False)):
-        run.step(step, step_grads)
-    return max_movement(before, run.values(), tol)
+    run = law_trajectory(case, params, law_grads(case, steps, params, scheduled=False))
+    return max_movement(run.initial, run.final, tol)
 
 
 def _without_grads(case: Any, params: dict[str, torch.nn.Parameter], grads: list, steps: int, tol: Tolerance) -> None:
-    run = law_run(case, params)
-    born = {name: set(map(str, run.optimizer.state.get(p, {}))) for name, p in run.params.items()}  # made by the constructor
-    for step, step_grads in enumerate(grads):
-        before = run.values()
-        run.step(step, step_grads)
-        for name, p in run.params.items():
+    run = law_trajectory(case, params, grads)
+    for step in range(steps):
+        before, after = run.params_after(step), run.params_after(step + 1)
+        for name in params:
             if has_grad(name, step):
                 continue
-            moved = max_movement({name: before[name]}, {name: p.detach()}, tol)
+            moved = max_movement({name: before[name]}, {name: after[name]}, tol)
             if moved > 1:
                 raise AssertionError(f"{case.id}: law untouched broken: a param whose grad is None must not move; "
                                      f"{name!r} (grad None at step {step + 1}) moved {moved:.3g} tolerances in that step "
                                      "(weight decay or momentum applied without a grad?)")
-            new = set(map(str, run.optimizer.state.get(p, {}))) - born[name]
+            new = run.state_keys(step + 1, name) - run.state_keys(0, name)  # beyond what the constructor made
             if new and not any(has_grad(name, s) for s in range(step + 1)):
                 raise AssertionError(f"{case.id}: law untouched broken: a param that has had no grad yet must get no new "
                                      f"state; {name!r} got {sorted(new)} by step {step + 1}")
 
 
 def _zero_grads(case: Any, params: dict[str, torch.nn.Parameter], steps: int, tol: Tolerance) -> None:
-    run = law_run(case, params)
-    before = run.values()
     zeros: dict[str, torch.Tensor | None] = {name: torch.zeros_like(p) for name, p in params.items()}
-    for step in range(steps):
-        run.step(step, zeros)
-        moved = [name for name, p in run.params.items() if max_movement({name: before[name]}, {name: p.detach()}, tol) > 1]
+    run = law_trajectory(case, params, [zeros] * steps)
+    for step in range(1, steps + 1):
+        after = run.params_after(step)
+        moved = [name for name in params if max_movement({name: run.initial[name]}, {name: after[name]}, tol) > 1]
         if moved:
             raise AssertionError(f"{case.id}: law zero_grads broken: with every grad zero from fresh state, no param may "
-                                 f"move; {moved} moved at step {step + 1} (a decay or a floor on the step moves them: "
+                                 f"move; {moved} moved at step {step} (a decay or a floor on the step moves them: "
                                  "then do not declare zero_grads)")
 
 

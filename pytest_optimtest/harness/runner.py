@@ -1,0 +1,277 @@
+"""The one runner: a run is a value. `run(case, regime)` builds the case's model in its dtype and
+the optimizer in the spec's params form, steps it (eagerly or compiled; with a closure where the
+regime has one and the step takes one; grads None where the regime says), and records what
+happened: snapshots, dynamo's graphs, kernels, breaks and recompiles (the closure's graphs apart
+from the step's), step times, RNG use, checkpoints, and weak references to the params.
+
+A check that needs a run asks for it with a `Regime`, a small configuration, and judges the
+`Run` it gets back; it never builds or steps anything itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import torch
+
+from . import torch_api
+from .builder import (ClosureCompiles, compile_step, make_closure, make_optimizer, make_scheduler, model_with_grads,
+                      requires_closure, step_scheduler, takes_closure)
+from .containment import PROGRESS
+from .devices import seed_all
+from .isolation import isolated_case
+from .snapshot import OptimizerSnapshot, snapshot
+from .vacuity import NotApplicable
+
+MissingGrads = tuple[int, ...] | Literal["all"]  # indices into the model's params (-1: the last), or every one
+
+MANY_SMALL = (100, (2, 2))  # how many params, of which shape: the compile-time regime's model
+
+
+@dataclass(frozen=True, eq=False)
+class Checkpoint:
+    """Params and the optimizer's state_dict after `step` steps, as a checkpoint file gives them back
+    (through torch.save and torch.load: loaded directly, two optimizers would alias state tensors)."""
+
+    step: int
+    params: dict[str, torch.Tensor]
+    state_dict: bytes
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return torch.load(io.BytesIO(self.state_dict), weights_only=False)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """How one run of a case steps. The defaults are the case as the spec gives it, run eagerly.
+    Equal regimes of a case are one run, shared by the checks that ask for it (run_cache.py)."""
+
+    compiled: bool = False  # torch.compile of the raw step, as PyTorch's tests (fullgraph off)
+    backend: str = "inductor"
+    inductor: tuple[tuple[str, Any], ...] = ()  # (option, value): inductor config for the run
+    closure: bool | None = None  # None: the case's own; a step that takes no closure steps without
+    closure_graph_break: bool = False  # the closure breaks dynamo's graph between forward and backward
+    steps: int | None = None  # None: the case's steps (or the missing-grads pattern's length)
+    missing_grads: tuple[MissingGrads, ...] = ()  # per step, the params whose grad is None
+    every_step: bool = False  # a snapshot after every step, not only after the last
+    scheduler: bool = False  # step the case's LR scheduler (if it has one) after every step
+    model: Literal["case", "many_small"] = "case"  # many_small: MANY_SMALL params of ones with grads of ones
+    kwargs: tuple[tuple[str, Any], ...] = ()  # (name, value) over the case's kwargs
+    checkpoint_at: int | None = None  # take a Checkpoint after this many steps
+    load_at: tuple[int, Checkpoint] | None = None  # after this many steps, load that checkpoint (params and state)
+    resume: Checkpoint | None = None  # start from this checkpoint, numbering steps on from it
+    failures: Literal["raise", "record"] = "raise"  # record: an error constructing or stepping ends the run, kept in it
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """Where a recorded run stopped: constructing (step 0) or at a step, and the error itself."""
+
+    phase: Literal["constructs", "steps"]
+    step: int
+    error: Exception
+
+
+@dataclass
+class Run:
+    """What one run of a case did."""
+
+    case: Any
+    regime: Regime
+    initial: dict[str, torch.Tensor]
+    snapshots: list[OptimizerSnapshot] = field(default_factory=list)  # after each step (every_step), else the last
+    checkpoint: Checkpoint | None = None
+    graphs: int = 0  # graphs dynamo captured, the closure's included
+    kernels: int = 0  # kernels inductor generated, the closure's included
+    closure: ClosureCompiles = field(default_factory=ClosureCompiles)
+    recompiles: list[list[str]] = field(default_factory=list)  # per step, dynamo's message for each recompile
+    graph_breaks: Counter = field(default_factory=Counter)
+    closure_calls: int = 0
+    step_seconds: list[float] = field(default_factory=list)
+    draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"
+    cudagraphs_recorded: int | None = None  # CUDA graphs inductor's cudagraph trees recorded (compiled cuda runs)
+    param_refs: list[weakref.ref] = field(default_factory=list)  # the run keeps no param alive: these tell which survive
+    failure: RunFailure | None = None  # (failures="record") what ended the run early
+
+    @property
+    def moved(self) -> bool:
+        """Whether any param changed at all (bitwise) from its initial value."""
+        return any(not torch.equal(before, self.final.params[name]) for name, before in self.initial.items())
+
+    @property
+    def final(self) -> OptimizerSnapshot:
+        return self.snapshots[-1]
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_seconds)
+
+    @property
+    def step_graphs(self) -> int:
+        """Graphs of the optimizer's own step: the closure's forward and backward are not the step's."""
+        return self.graphs - self.closure.graphs
+
+    def not_compiled(self) -> str | None:
+        """Why the step itself was not compiled (no graph of its own), or None; None for an eager run."""
+        if not self.regime.compiled or self.step_graphs > 0:
+            return None
+        if self.closure.graphs:
+            return (f"the step captured no graph of its own; the closure's {self.closure.graphs} graph(s) are not the "
+                    "step's (the step ran eagerly around a compiled closure)")
+        return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
+
+    def recompiles_after(self, steps: int) -> list[str]:
+        """Dynamo's recompile messages of the steps after the first `steps`."""
+        return [message for step in self.recompiles[steps:] for message in step]
+
+    def params_alive(self) -> int:
+        return sum(ref() is not None for ref in self.param_refs)
+
+
+def run(case: Any, regime: Regime | None = None) -> Run:
+    """One run of `case` in `regime`, in a fresh compile state that is gone when it returns."""
+    with running(case, regime) as finished:
+        return finished
+
+
+@contextlib.contextmanager
+def running(case: Any, regime: Regime | None = None) -> Iterator[Run]:
+    """The run, given while its compile state is still alive (dynamo's caches, inductor's
+    cudagraph trees): for a check about what that state holds. Isolated as every check is."""
+    regime = regime or Regime()
+    with isolated_case(case), torch_api.inductor_config(**dict(regime.inductor)), torch_api.recording_recompiles() as log:
+        yield _execute(case, regime, log)
+
+
+def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
+    if regime.kwargs:
+        case = replace(case, kwargs={**case.kwargs, **dict(regime.kwargs)})
+    try:
+        model, data = _model(case, regime)
+        optimizer = make_optimizer(case, model)
+    except Exception as exc:
+        if regime.failures == "raise":
+            raise
+        return Run(case, regime, {}, failure=RunFailure("constructs", 0, exc))
+    names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
+    result = Run(case, regime, {name: p.detach().clone() for p, name in names.items()})
+    step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure)
+    grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+    schedulers = [make_scheduler(case, optimizer)] if regime.scheduler and case.scheduler else []
+    first = regime.resume.step if regime.resume else 0
+    if regime.resume:
+        _load(regime.resume, model, optimizer)
+    drawn: set[str] = set()
+    for i in range(regime.steps or len(regime.missing_grads) or case.steps):
+        if regime.checkpoint_at == i:
+            result.checkpoint = _checkpoint(first + i, model, optimizer)
+        if regime.load_at and regime.load_at[0] == i:
+            _load(regime.load_at[1], model, optimizer)
+        if regime.missing_grads:
+            _set_grads(model, grads, regime.missing_grads[i % len(regime.missing_grads)])
+        PROGRESS.at_step(i + 1)
+        seed_all(case.seed + 1 + first + i)
+        torch_rng, python_rng, seen = torch.get_rng_state(), random.getstate(), len(log)
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
+                step()
+        except Exception as exc:
+            if regime.failures == "raise":
+                raise
+            result.failure = RunFailure("steps", i + 1, exc)
+            return result
+        result.step_seconds.append(time.perf_counter() - start)
+        for scheduler in schedulers:
+            step_scheduler(scheduler)
+        result.recompiles.append(log[seen:])
+        drawn |= {"torch"} if not torch.equal(torch_rng, torch.get_rng_state()) else set()
+        drawn |= {"python"} if python_rng != random.getstate() else set()
+        if regime.every_step:
+            result.snapshots.append(snapshot(optimizer, names))
+    if regime.checkpoint_at == result.steps:
+        result.checkpoint = _checkpoint(first + result.steps, model, optimizer)
+    if not regime.every_step:
+        result.snapshots.append(snapshot(optimizer, names))
+    result.draws = tuple(sorted(drawn))
+    result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
+    result.graph_breaks = torch_api.graph_break_counts()
+    if regime.compiled and torch.device(case.device).type == "cuda":
+        result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)
+    result.param_refs = [weakref.ref(p) for p in model.parameters()]
+    return result
+
+
+Data = tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] | None  # (input, loss_fn) for a closure
+
+
+def _model(case: Any, regime: Regime) -> tuple[torch.nn.Module, Data]:
+    """The regime's model, seeded, with grads; and the (input, loss_fn) its closure evaluates."""
+    if regime.model == "many_small":
+        count, shape = MANY_SMALL
+        params = torch.nn.ParameterList(torch.nn.Parameter(torch.ones(shape, device=case.device)) for _ in range(count))
+        for p in params:
+            p.grad = torch.ones_like(p)
+        return params, None
+    model, inputs, loss_fn = model_with_grads(case)
+    return model, (inputs, loss_fn)
+
+
+def _stepper(regime: Regime, closure: Callable[[], Any] | None, optimizer: Any,
+             closure_compiles: ClosureCompiles) -> Callable[[], Any]:
+    """The step as the regime takes it: compiled or eager, with the closure or without."""
+    if regime.compiled:
+        return compile_step(optimizer, closure, backend=regime.backend, closure_compiles=closure_compiles)
+    if closure is None:
+        return optimizer.step
+    return lambda: optimizer.step(closure)
+
+
+def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, optimizer: Any,
+             result: Run) -> Callable[[], Any] | None:
+    """The closure the regime steps with (its calls counted), or None; NotApplicable where the
+    step and the regime disagree about having one."""
+    wanted = case.closure if regime.closure is None else regime.closure
+    cls = type(optimizer)
+    if wanted and data is not None and takes_closure(cls):
+        closure = make_closure(model, optimizer, *data, regime.closure_graph_break)
+
+        def counted() -> Any:
+            result.closure_calls += 1
+            return closure()
+
+        return counted
+    if requires_closure(cls):
+        raise NotApplicable(f"{case.id}: {cls.__qualname__}.step requires a closure, and this run of the case steps without one")
+    if regime.closure:
+        raise NotApplicable(f"{case.id}: {cls.__qualname__}.step takes no closure, and this check is about one")
+    return None
+
+
+def _set_grads(model: torch.nn.Module, grads: list[torch.Tensor | None], missing: MissingGrads) -> None:
+    count = len(grads)
+    absent = set(range(count)) if missing == "all" else {i % count for i in missing}
+    for i, p in enumerate(model.parameters()):
+        grad = grads[i]
+        p.grad = None if i in absent or grad is None else grad.clone()
+
+
+def _checkpoint(step: int, model: torch.nn.Module, optimizer: Any) -> Checkpoint:
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    return Checkpoint(step, {name: p.detach().clone() for name, p in model.named_parameters()}, buffer.getvalue())
+
+
+def _load(checkpoint: Checkpoint, model: torch.nn.Module, optimizer: Any) -> None:
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(checkpoint.params[name])
+    optimizer.load_state_dict(checkpoint.optimizer_state())

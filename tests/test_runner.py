@@ -1,0 +1,87 @@
+"""The one runner: what a run records, for each part of a Regime."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import one_case
+
+from pytest_optimtest.harness.compare import snapshot_differences
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.runner import Regime, run
+from pytest_optimtest.harness.vacuity import NotApplicable
+
+SPEC = """
+optimizer: {optimizer}
+kwargs: {kwargs}
+"""
+
+
+def case_of(tmp_path, optimizer="torch.optim.Adam", kwargs="{lr: 0.01}"):
+    return one_case(tmp_path, SPEC.format(optimizer=optimizer, kwargs=kwargs))
+
+
+def test_an_eager_run_records_a_snapshot_a_step_and_keeps_no_param_alive(tmp_path):
+    case = case_of(tmp_path)
+    result = run(case, Regime(steps=3, every_step=True))
+    assert result.steps == 3 and len(result.snapshots) == 3
+    assert result.moved and result.failure is None and result.draws == ()
+    assert result.graphs == 0 and result.not_compiled() is None  # eager: nothing to compile, nothing missing
+    assert all(int(s["step"]) == 3 for s in result.final.state.values())
+    assert result.param_refs and result.params_alive() == 0
+
+
+def test_a_compiled_run_counts_the_closures_graphs_apart_from_the_steps(tmp_path):
+    case = case_of(tmp_path)
+    plain = run(case, Regime(compiled=True, steps=2))
+    with_closure = run(case, Regime(compiled=True, closure=True, closure_graph_break=True, steps=2))
+    assert plain.step_graphs >= 1 and plain.closure.graphs == 0
+    assert with_closure.closure.graphs >= 1 and with_closure.closure_calls == 2
+    assert with_closure.step_graphs >= 1 and with_closure.graph_breaks
+    assert snapshot_differences(run(case, Regime(steps=2)).final, plain.final, case.tolerance) == []
+
+
+def test_missing_grads_leave_those_params_alone_at_that_step(tmp_path):
+    case = case_of(tmp_path, "torch.optim.SGD", "{lr: 0.1}")
+    result = run(case, Regime(missing_grads=((), "all", (0,)), every_step=True))
+    first, second, third = (s.params for s in result.snapshots)
+    assert all(torch.equal(first[n], second[n]) for n in first)  # every grad None: nothing moves
+    name = next(iter(first))
+    assert torch.equal(second[name], third[name]) and any(not torch.equal(second[n], third[n]) for n in first if n != name)
+
+
+def test_a_run_resumed_from_a_checkpoint_continues_the_uninterrupted_one(tmp_path):
+    case = case_of(tmp_path)
+    whole = run(case, Regime(steps=4, checkpoint_at=2))
+    assert whole.checkpoint is not None and whole.checkpoint.step == 2
+    resumed = run(case, Regime(steps=2, resume=whole.checkpoint))
+    assert snapshot_differences(whole.final, resumed.final, case.tolerance) == []
+    reloaded = run(case, Regime(steps=4, load_at=(2, whole.checkpoint)))  # loading its own state mid-run changes nothing
+    assert snapshot_differences(whole.final, reloaded.final, case.tolerance) == []
+
+
+def test_recorded_failures_say_where_the_run_stopped(tmp_path):
+    refused = run(case_of(tmp_path), Regime(kwargs=(("lr", -1.0),), failures="record"))
+    assert refused.failure is not None and refused.failure.phase == "constructs"
+    assert isinstance(refused.failure.error, ValueError)
+    with pytest.raises(ValueError):
+        run(case_of(tmp_path), Regime(kwargs=(("lr", -1.0),)))
+    typo = run(case_of(tmp_path, "planted_run_model.TypoSGD", "{lr: 0.1}"), Regime(failures="record"))
+    assert typo.failure is not None and typo.failure.phase == "steps" and typo.failure.step == 1
+    assert isinstance(typo.failure.error, KeyError) and typo.steps == 0
+
+
+def test_a_step_that_requires_a_closure_is_not_applicable_without_one(tmp_path):
+    case = case_of(tmp_path, "torch.optim.LBFGS", "{lr: 0.1}")
+    with pytest.raises(NotApplicable, match="requires a closure"):
+        run(case, Regime(closure=False))
+    assert run(case, Regime(closure=True, steps=1)).closure_calls >= 1
+
+
+def test_equal_regimes_of_a_case_are_one_run(tmp_path):
+    case, runs = case_of(tmp_path), RunCache()
+    first = runs.run(case, Regime(steps=2))
+    assert runs.run(case, Regime(steps=2)) is first
+    assert runs.run(case, Regime(steps=3)) is not first
+    runs.release(case)
+    assert runs.run(case, Regime(steps=2)) is not first
