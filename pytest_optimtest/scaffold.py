@@ -62,6 +62,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"))
     shapes, shape_notes = _shape_claims(probe, form, base, dtype)
     draws = _draws_random(probe, form, base, dtype)
+    claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
+    zero_lr_refusal = _refusal(probe, form, {**base, "lr": 0.0}, claimed, dtype) if has_lr else None
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
@@ -103,7 +105,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
-        *_properties(probe, state_dtype == "param", stored, shapes),
+        *_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr), factory is two_linear_no_bias, stored, "allow_empty" not in shapes),
     ]
@@ -161,7 +163,8 @@ def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
@@ -367,23 +370,35 @@ def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> boo
 
 
 def _shape_claims(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
-    """(fuzz settings, notes): the param shapes the step refuses, probed one at a time (a 0-d param,
-    a param with a 0 side), so that fuzz draws only shapes the optimizer claims."""
+    """(fuzz settings, notes): the param shapes the step refuses, so that fuzz draws only shapes the
+    optimizer claims. Each shape is probed beside a matrix, as fuzz draws them: a step may take a
+    0-d param alone and refuse it among others (one that stacks or groups its params)."""
     if form not in ("list", "named"):
         return {}, ["fuzzed shapes: init steps loose params only; set min_dims / allow_empty if it refuses some"]
     settings: dict[str, Any] = {}
     notes = []
-    for shape, setting, value in (((), "min_dims", 1), ((0, 3), "allow_empty", False)):
-        torch.manual_seed(0)
-        param = torch.nn.Parameter(torch.randn(shape, dtype=dtype))
-        param.grad = torch.randn_like(param)
-        try:
-            construct(cls, form, [param], kwargs, "cpu").step()
-        except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on that shape
+    for shape, setting, value in (((5,), "min_dims", 2), ((), "min_dims", 1), ((0, 3), "allow_empty", False)):
+        if setting in settings:
+            continue  # min_dims 2 already leaves 0-d params out
+        refusal = _refusal(cls, form, kwargs, [(4, 3), shape], dtype)
+        if refusal is not None:
             settings[setting] = value
             notes.append(f"fuzz draws no param of shape {shape} ({setting}: {str(value).lower()}): its step refused "
-                         f"one: {_first_line(exc)}")
+                         f"one beside a matrix: {refusal}")
     return settings, notes
+
+
+def _refusal(cls: type, form: Any, kwargs: dict, shapes: list[tuple[int, ...]], dtype: torch.dtype) -> str | None:
+    """What one step over loose params of these shapes raised, or None."""
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(shape, dtype=dtype)) for shape in shapes]
+    for param in params:
+        param.grad = torch.randn_like(param)
+    try:
+        construct(cls, form, params, kwargs, "cpu").step()
+    except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
+        return _first_line(exc)
+    return None
 
 
 def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bool = True) -> list[str]:
@@ -409,9 +424,11 @@ def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bo
     return lines
 
 
-def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any]) -> list[str]:
+def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any],
+                zero_lr_refusal: str | None = None) -> list[str]:
     """The metamorphic properties the constructor allows; elementwise commented out (init cannot know),
-    dtypes only where the state follows the param's dtype; each drawing only the shapes it steps."""
+    dtypes only where the state follows the param's dtype, zero_lr only where a step at lr 0 runs;
+    each drawing only the shapes it steps."""
     bounds = "".join(f", {k}: {str(v).lower()}" for k, v in shapes.items())
     every = f"{{examples: {{ci: 10, dev: 20}}{bounds}}}"
     lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (README: properties beyond parity)",
@@ -420,8 +437,10 @@ def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: 
         lines.append(f"  dtypes: {every}  # params and state keep their dtype (bfloat16, float64)")
     if "maximize" in stored:
         lines.append(f"  maximize: {every}  # maximize on grad g equals minimize on -g, state included")
-    if takes_keyword(cls, "lr"):
+    if takes_keyword(cls, "lr") and zero_lr_refusal is None:
         lines.append(f"  zero_lr: {every}  # lr=0 leaves params unchanged; drop if a decay or minimum step ignores lr")
+    elif takes_keyword(cls, "lr"):
+        lines.append(f"  # zero_lr: left out: at lr 0 the optimizer raised {zero_lr_refusal}")
     lines.append(f"  # elementwise: {every}  # uncomment if an element's update depends on that element alone "
                  "(Adam, SGD, Lion; not Shampoo, Muon, Adafactor)")
     return lines

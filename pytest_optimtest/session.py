@@ -302,7 +302,7 @@ class OptimtestSession:
 
     def write_summary(self, terminal: Any) -> None:
         if self.runs.cases_run:
-            terminal.write_line(f"optimtest: {self.runs.cases_run} case runs (compiled, distributed); "
+            terminal.write_line(f"optimtest: {self.runs.cases_run} case runs (each shared by the checks that asked for it); "
                                 f"{self.check_seconds:.1f}s inside checks")
         if not self.results.records:
             return

@@ -149,3 +149,26 @@ class RequiredMomentumSGD(PlainSGD):
             if group["momentum"] < 0.5:
                 raise ValueError("momentum below 0.5 is not supported")
         super()._update()
+
+
+class LrDividingSGD(PlainSGD):
+    """Scales its update by a bound over lr, as AdaBound's final_lr / lr: lr 0 divides by zero."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            bound = 0.1 / group["lr"]
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(group["lr"] * min(bound, 1.0) * p.grad)
+
+
+class StackingSGD(PlainSGD):
+    """Steps a 0-d param alone, but stacks its params' last dims when there are several, as optimizers
+    that batch their params do: a 0-d param among others raises."""
+
+    def _update(self) -> None:
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        if len(params) > 1:
+            sizes = [p.shape[-1] for p in params]  # IndexError for a 0-d param
+            assert all(s >= 0 for s in sizes)
+        super()._update()

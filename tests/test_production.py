@@ -230,7 +230,7 @@ class QuantizedState(torch.Tensor):
 
 
 def test_state_a_tensor_subclass_cannot_clone_is_compared_by_its_values_and_has_no_storage_to_alias():
-    from pytest_optimtest.harness.diagnosis import storage_aliases
+    from pytest_optimtest.harness.snapshot import storage_aliases
     from pytest_optimtest.harness.snapshot import frozen_tensor
 
     values = torch.randn(3, 2)

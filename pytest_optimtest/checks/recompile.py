@@ -9,7 +9,8 @@ from typing import Annotated
 from pydantic import Field, RootModel
 
 from ..harness import torch_api
-from ..harness.compiled_run import CompiledRun, StepCompiles
+from ..harness.compiled_run import CompiledRun
+from ..harness.perturbations import StepCompiles
 from ..harness.vacuity import require_compiled
 from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_phases
 from ..spec.context import CaseContext, SpecContext

@@ -1,5 +1,5 @@
-"""The run builder: data, model, optimizer, eager/compiled twins, compiled step, closure and
-scheduler. Every check, fixture and the benchmark builds its runs from these."""
+"""What runs are built from: data, model, optimizer, compiled step, closure and scheduler. The
+runner (runner.py), the fixtures and the benchmark build from these; checks never do."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import torch
 from ..models import IN_FEATURES
 from . import torch_api
 from .param_forms import construct
-from .snapshot import OptimizerSnapshot, snapshot
 from .devices import seed_all
 from .vacuity import NotApplicable
 
@@ -90,46 +89,6 @@ def copy_with_grads(model: torch.nn.Module) -> torch.nn.Module:
     for p, q in zip(model.parameters(), twin.parameters()):
         q.grad = None if p.grad is None else p.grad.detach().clone()
     return twin
-
-
-@dataclass
-class Twins:
-    """Two identical models with grads, each with the case's optimizer: eager and to be compiled."""
-
-    eager_model: torch.nn.Module
-    eager_opt: torch.optim.Optimizer
-    compiled_model: torch.nn.Module
-    compiled_opt: torch.optim.Optimizer
-    inputs: torch.Tensor
-    loss_fn: Callable[[torch.Tensor], torch.Tensor]
-
-    def initial(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self.eager_model.named_parameters()}
-
-    def snapshots(self) -> tuple[OptimizerSnapshot, OptimizerSnapshot]:
-        """(eager, compiled) snapshots, params named as in the model."""
-        return (
-            snapshot(self.eager_opt, {p: n for n, p in self.eager_model.named_parameters()}),
-            snapshot(self.compiled_opt, {p: n for n, p in self.compiled_model.named_parameters()}),
-        )
-
-    def closures(self, graph_break: bool = False) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
-        """(eager, compiled) closures over the twins' own models and optimizers; NotApplicable
-        when the optimizer's step takes no closure."""
-        require_closure_parameter(self.eager_opt)
-        return (make_closure(self.eager_model, self.eager_opt, self.inputs, self.loss_fn, graph_break),
-                make_closure(self.compiled_model, self.compiled_opt, self.inputs, self.loss_fn, graph_break))
-
-    def compile(self, closure: Any = None, fullgraph: bool = False, backend: str = "inductor",
-                closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:
-        return compile_step(self.compiled_opt, closure, fullgraph, backend, closure_compiles)
-
-
-def make_twins(case: Any) -> Twins:
-    """The case's model and a copy, with equal grads, each with the case's optimizer."""
-    model, inputs, loss_fn = model_with_grads(case)
-    twin = copy_with_grads(model)
-    return Twins(model, make_optimizer(case, model), twin, make_optimizer(case, twin), inputs, loss_fn)
 
 
 def step_parameters(optimizer_cls: type) -> list[inspect.Parameter] | None:

@@ -21,32 +21,7 @@ from ..spec.case import shown_path
 from ..spec.schema import LOW_PRECISION
 from .compare import snapshot_differences
 from .runner import Regime, run
-
-
-def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
-    """'state[key] of param shares storage with param.grad' for each state tensor that does."""
-    owners: dict[int | None, str] = {}
-    for name, p in model.named_parameters():
-        owners.setdefault(_storage(p), name)
-        if p.grad is not None:
-            owners.setdefault(_storage(p.grad), f"{name}.grad")
-    owners.pop(None, None)
-    names: dict[Any, str] = {p: n for n, p in model.named_parameters()}
-    found = set()
-    for param, state in opt.state.items():
-        for key, value in state.items() if isinstance(state, dict) else ():
-            if isinstance(value, torch.Tensor) and value.numel() and _storage(value) in owners:
-                found.add(f"state[{key!r}] of {names.get(param, '?')} shares storage with {owners[_storage(value)]}")
-    return found
-
-
-def _storage(t: torch.Tensor) -> int | None:
-    """The data pointer of the tensor's storage; None for a wrapper tensor subclass, which has no
-    storage of its own (torchao's quantized optimizer state: its inner tensors hold the data)."""
-    try:
-        return t.untyped_storage().data_ptr()
-    except RuntimeError:
-        return None
+from .snapshot import storage_pointer
 
 
 def parity_diagnoses(run: Any) -> list[str]:
@@ -158,7 +133,7 @@ def _alias_reproducer() -> bool:
         p.data.add_(state["buf"], alpha=-0.1)
 
     torch.compile(step)()
-    return _storage(state["buf"]) == _storage(grad)
+    return storage_pointer(state["buf"]) == storage_pointer(grad)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
-from .compiled_run import make_scheduler, step_scheduler
+from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import constructor_params

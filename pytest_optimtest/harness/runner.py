@@ -24,11 +24,13 @@ import torch
 
 from . import torch_api
 from .builder import (ClosureCompiles, compile_step, make_closure, make_optimizer, make_scheduler, model_with_grads,
-                      requires_closure, step_scheduler, takes_closure)
+                      require_closure_parameter, requires_closure, step_scheduler)
 from .containment import PROGRESS
 from .devices import seed_all
 from .isolation import isolated_case
-from .snapshot import OptimizerSnapshot, snapshot
+from .perturbations import PerturbationOutcome, StepCompiles, apply_perturbation
+from .run_phases import SETTLE_STEPS, run_phases
+from .snapshot import OptimizerSnapshot, snapshot, storage_aliases
 from .vacuity import NotApplicable
 
 MissingGrads = tuple[int, ...] | Literal["all"]  # indices into the model's params (-1: the last), or every one
@@ -57,18 +59,23 @@ class Regime:
     compiled: bool = False  # torch.compile of the raw step, as PyTorch's tests (fullgraph off)
     backend: str = "inductor"
     inductor: tuple[tuple[str, Any], ...] = ()  # (option, value): inductor config for the run
-    closure: bool | None = None  # None: the case's own; a step that takes no closure steps without
+    closure: bool | None = None  # None: the case's own (NotApplicable where the step takes none)
     closure_graph_break: bool = False  # the closure breaks dynamo's graph between forward and backward
-    steps: int | None = None  # None: the case's steps (or the missing-grads pattern's length)
+    steps: int | None = None  # None: the case's steps (or the missing-grads pattern's length); after a warm-up, at
+    #                           least this many more, and at least the case's steps in all
+    warmup: int | None = None  # declared warm-up steps (dynamo's graph breaks are read after them)
+    settle: bool = False  # warm up until a step compiles nothing (2 to SETTLE_STEPS steps), the scheduler held meanwhile
     missing_grads: tuple[MissingGrads, ...] = ()  # per step, the params whose grad is None
     every_step: bool = False  # a snapshot after every step, not only after the last
     scheduler: bool = False  # step the case's LR scheduler (if it has one) after every step
+    scheduler_from: int = 1  # ... from this (1-based) step on; with `settle`, from the warm-up's last step on
     model: Literal["case", "many_small"] = "case"  # many_small: MANY_SMALL params of ones with grads of ones
     kwargs: tuple[tuple[str, Any], ...] = ()  # (name, value) over the case's kwargs
     checkpoint_at: int | None = None  # take a Checkpoint after this many steps
     load_at: tuple[int, Checkpoint] | None = None  # after this many steps, load that checkpoint (params and state)
     resume: Checkpoint | None = None  # start from this checkpoint, numbering steps on from it
     failures: Literal["raise", "record"] = "raise"  # record: an error constructing or stepping ends the run, kept in it
+    perturb: bool = False  # after the steps (if none of them after the warm-up recompiled), the spec's perturbations
 
 
 @dataclass(frozen=True)
@@ -89,11 +96,14 @@ class Run:
     initial: dict[str, torch.Tensor]
     snapshots: list[OptimizerSnapshot] = field(default_factory=list)  # after each step (every_step), else the last
     checkpoint: Checkpoint | None = None
-    graphs: int = 0  # graphs dynamo captured, the closure's included
-    kernels: int = 0  # kernels inductor generated, the closure's included
+    graphs: int = 0  # graphs dynamo captured before any perturbation, the closure's included
+    kernels: int = 0  # kernels inductor generated before any perturbation, the closure's included
     closure: ClosureCompiles = field(default_factory=ClosureCompiles)
-    recompiles: list[list[str]] = field(default_factory=list)  # per step, dynamo's message for each recompile
-    graph_breaks: Counter = field(default_factory=Counter)
+    compiles: list[StepCompiles] = field(default_factory=list)  # per step: the step's own graphs, kernels, recompiles
+    warmup_steps: int = 0  # how many of the steps were the warm-up
+    graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up (or the run)
+    perturbations: list[PerturbationOutcome] = field(default_factory=list)
+    aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad
     closure_calls: int = 0
     step_seconds: list[float] = field(default_factory=list)
     draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"
@@ -130,7 +140,7 @@ class Run:
 
     def recompiles_after(self, steps: int) -> list[str]:
         """Dynamo's recompile messages of the steps after the first `steps`."""
-        return [message for step in self.recompiles[steps:] for message in step]
+        return [message for step in self.compiles[steps:] for message in step.recompiles]
 
     def params_alive(self) -> int:
         return sum(ref() is not None for ref in self.param_refs)
@@ -163,51 +173,123 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         return Run(case, regime, {}, failure=RunFailure("constructs", 0, exc))
     names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
     result = Run(case, regime, {name: p.detach().clone() for p, name in names.items()})
-    step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure)
-    grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
-    schedulers = [make_scheduler(case, optimizer)] if regime.scheduler and case.scheduler else []
-    first = regime.resume.step if regime.resume else 0
+    stepping = _Stepping(case, regime, model, optimizer, result, log, data)
     if regime.resume:
         _load(regime.resume, model, optimizer)
-    drawn: set[str] = set()
-    for i in range(regime.steps or len(regime.missing_grads) or case.steps):
+    try:
+        stepping.all_steps()
+    except _Stopped:
+        return result
+    result.snapshots.append(snapshot(optimizer, names)) if not regime.every_step else None
+    result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
+    result.graph_breaks = result.graph_breaks or torch_api.graph_break_counts()
+    result.aliases = storage_aliases(optimizer, model)
+    if regime.compiled and torch.device(case.device).type == "cuda":
+        result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)
+    if regime.perturb and not any(s.recompiles for s in result.compiles[result.warmup_steps:]):
+        stepping.perturbations()
+    result.param_refs = [weakref.ref(p) for p in model.parameters()]
+    return result
+
+
+class _Stopped(Exception):
+    """A recorded failure ended the run."""
+
+
+class _Stepping:
+    """The steps of one run, in the regime's phases: warm-up, steps, perturbations."""
+
+    def __init__(self, case: Any, regime: Regime, model: torch.nn.Module, optimizer: Any, result: Run,
+                 log: list[str], data: Data) -> None:
+        self.case, self.regime, self.model, self.optimizer, self.result, self.log = case, regime, model, optimizer, result, log
+        self.names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
+        self.step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure)
+        self.grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+        self.schedulers = [make_scheduler(case, optimizer)] if regime.scheduler and case.scheduler else []
+        self.first = regime.resume.step if regime.resume else 0
+        self.drawn: set[str] = set()
+
+    def all_steps(self) -> None:
+        regime, result = self.regime, self.result
+        planned = regime.steps or len(regime.missing_grads) or self.case.steps
+        scheduler_from = regime.scheduler_from
+        if regime.settle:
+            self.one(scheduler_from=None)
+            self.one(scheduler_from=None)
+            while result.compiles[-1].recompiles and result.steps < SETTLE_STEPS:
+                self.one(scheduler_from=None)
+            scheduler_from = result.steps
+            self._step_schedulers()  # as after a declared warm-up step: the first step after it sees the change
+        for _ in range(regime.warmup or 0):
+            self.one(scheduler_from)
+        if regime.settle or regime.warmup:
+            result.warmup_steps = result.steps
+            result.graph_breaks = torch_api.graph_break_counts()
+            planned = max(planned, self.case.steps - result.warmup_steps)
+        for _ in range(planned):
+            self.one(scheduler_from)
+        if regime.checkpoint_at == result.steps:
+            result.checkpoint = _checkpoint(self.first + result.steps, self.model, self.optimizer)
+        result.draws = tuple(sorted(self.drawn))
+
+    def one(self, scheduler_from: int | None) -> None:
+        """Step i + 1: checkpoint or load before it, its grads, its seed; counted, timed, snapshotted."""
+        regime, result, i = self.regime, self.result, self.result.steps
         if regime.checkpoint_at == i:
-            result.checkpoint = _checkpoint(first + i, model, optimizer)
+            result.checkpoint = _checkpoint(self.first + i, self.model, self.optimizer)
         if regime.load_at and regime.load_at[0] == i:
-            _load(regime.load_at[1], model, optimizer)
+            _load(regime.load_at[1], self.model, self.optimizer)
         if regime.missing_grads:
-            _set_grads(model, grads, regime.missing_grads[i % len(regime.missing_grads)])
+            _set_grads(self.model, self.grads, regime.missing_grads[i % len(regime.missing_grads)])
         PROGRESS.at_step(i + 1)
-        seed_all(case.seed + 1 + first + i)
-        torch_rng, python_rng, seen = torch.get_rng_state(), random.getstate(), len(log)
+        seed_all(self.case.seed + 1 + self.first + i)
+        torch_rng, python_rng = torch.get_rng_state(), random.getstate()
         start = time.perf_counter()
         try:
-            with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
-                step()
+            compiles = self.counted()
         except Exception as exc:
             if regime.failures == "raise":
                 raise
             result.failure = RunFailure("steps", i + 1, exc)
-            return result
+            raise _Stopped from exc
         result.step_seconds.append(time.perf_counter() - start)
-        for scheduler in schedulers:
-            step_scheduler(scheduler)
-        result.recompiles.append(log[seen:])
-        drawn |= {"torch"} if not torch.equal(torch_rng, torch.get_rng_state()) else set()
-        drawn |= {"python"} if python_rng != random.getstate() else set()
+        result.compiles.append(compiles)
+        self.drawn |= {"torch"} if not torch.equal(torch_rng, torch.get_rng_state()) else set()
+        self.drawn |= {"python"} if python_rng != random.getstate() else set()
+        if scheduler_from is not None and i + 1 >= scheduler_from:
+            self._step_schedulers()
         if regime.every_step:
-            result.snapshots.append(snapshot(optimizer, names))
-    if regime.checkpoint_at == result.steps:
-        result.checkpoint = _checkpoint(first + result.steps, model, optimizer)
-    if not regime.every_step:
-        result.snapshots.append(snapshot(optimizer, names))
-    result.draws = tuple(sorted(drawn))
-    result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
-    result.graph_breaks = torch_api.graph_break_counts()
-    if regime.compiled and torch.device(case.device).type == "cuda":
-        result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)
-    result.param_refs = [weakref.ref(p) for p in model.parameters()]
-    return result
+            result.snapshots.append(snapshot(self.optimizer, self.names))
+
+    def counted(self) -> StepCompiles:
+        """One step, and what it compiled of its own (the closure's graphs and kernels apart)."""
+        closure = self.result.closure
+        graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(self.log)
+        closure_graphs, closure_kernels = closure.graphs, closure.kernels
+        with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
+            self.step()
+        return StepCompiles(torch_api.captured_graph_count() - graphs - (closure.graphs - closure_graphs),
+                            torch_api.generated_kernel_count() - kernels - (closure.kernels - closure_kernels),
+                            self.log[seen:])
+
+    def perturbations(self) -> None:
+        """Each of the spec's perturbations, then a step (more while an undeclared one settles), then
+        one to see that it settled."""
+        for perturbation in run_phases(self.case).perturbations:
+            apply_perturbation(perturbation, self.optimizer, self.case.device)
+            outcome = self.counted()
+            if perturbation.recompiles is None:  # undeclared: state recreated lazily may recompile once more
+                more = [self.counted()]
+                while more[-1].recompiles and len(more) < SETTLE_STEPS - 1:
+                    more.append(self.counted())
+                outcome = StepCompiles(outcome.graphs + sum(m.graphs for m in more), outcome.kernels + sum(m.kernels for m in more),
+                                       outcome.recompiles + [r for m in more for r in m.recompiles])
+            settle = self.counted().recompiles
+            self.result.perturbations.append(PerturbationOutcome(perturbation, outcome, settle[0] if settle else None))
+
+    def _step_schedulers(self) -> None:
+        for scheduler in self.schedulers:
+            step_scheduler(scheduler)
 
 
 Data = tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] | None  # (input, loss_fn) for a closure
@@ -241,7 +323,9 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
     step and the regime disagree about having one."""
     wanted = case.closure if regime.closure is None else regime.closure
     cls = type(optimizer)
-    if wanted and data is not None and takes_closure(cls):
+    if wanted:
+        require_closure_parameter(optimizer)
+    if wanted and data is not None:
         closure = make_closure(model, optimizer, *data, regime.closure_graph_break)
 
         def counted() -> Any:
@@ -250,9 +334,8 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
 
         return counted
     if requires_closure(cls):
-        raise NotApplicable(f"{case.id}: {cls.__qualname__}.step requires a closure, and this run of the case steps without one")
-    if regime.closure:
-        raise NotApplicable(f"{case.id}: {cls.__qualname__}.step takes no closure, and this check is about one")
+        fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None else ""
+        raise NotApplicable(f"{case.id}: {cls.__qualname__}.step requires a closure, and this run steps without one{fix}")
     return None
 
 

@@ -76,3 +76,29 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
         if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
     }
     return OptimizerSnapshot(params, state, groups, attrs)
+
+
+def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
+    """'state[key] of param shares storage with param.grad' for each state tensor that does."""
+    owners: dict[int | None, str] = {}
+    for name, p in model.named_parameters():
+        owners.setdefault(storage_pointer(p), name)
+        if p.grad is not None:
+            owners.setdefault(storage_pointer(p.grad), f"{name}.grad")
+    owners.pop(None, None)
+    names: dict[Any, str] = {p: n for n, p in model.named_parameters()}
+    found = set()
+    for param, state in opt.state.items():
+        for key, value in state.items() if isinstance(state, dict) else ():
+            if isinstance(value, torch.Tensor) and value.numel() and storage_pointer(value) in owners:
+                found.add(f"state[{key!r}] of {names.get(param, '?')} shares storage with {owners[storage_pointer(value)]}")
+    return found
+
+
+def storage_pointer(t: torch.Tensor) -> int | None:
+    """The data pointer of the tensor's storage; None for a wrapper tensor subclass, which has no
+    storage of its own (torchao's quantized optimizer state: its inner tensors hold the data)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
