@@ -13,6 +13,7 @@ import contextlib
 import functools
 import inspect
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +61,13 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
     stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"))
-    shapes, shape_notes = _shape_claims(probe, form, base, dtype)
+    flag_cases = [(flag, value, *_constructible(probe, lr, {flag: value}, defaults, form)) for flag, value in
+                  ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
+    every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
+    shapes, shape_notes = _shape_claims(probe, form, every_case, dtype)
     draws = _draws_random(probe, form, base, dtype)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
-    zero_lr_refusal = _refusal(probe, form, {**base, "lr": 0.0}, claimed, dtype) if has_lr else None
+    zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype) if has_lr else None
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
@@ -76,11 +80,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "cases:",
         "  - name: default",
     ]
-    for flag in flags:
-        if flag in DEVICE_FLAGS:
-            continue
-        value = not defaults[flag] if isinstance(defaults[flag], bool) else True
-        kwargs, note = _constructible(probe, lr, {flag: value}, defaults, form)
+    for flag, value, kwargs, note in flag_cases:
         if kwargs is None:
             lines.append(f"  # left out: {flag}: {value}: {note}")
             continue
@@ -369,10 +369,11 @@ def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> boo
     return not torch.equal(state, torch.get_rng_state())
 
 
-def _shape_claims(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
-    """(fuzz settings, notes): the param shapes the step refuses, so that fuzz draws only shapes the
-    optimizer claims. Each shape is probed beside a matrix, as fuzz draws them: a step may take a
-    0-d param alone and refuse it among others (one that stacks or groups its params)."""
+def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
+    """(fuzz settings, notes): the param shapes the step refuses under any case's kwargs, so that fuzz
+    draws only shapes the optimizer claims. Each shape is probed alone and beside a matrix, as fuzz
+    draws them: a step may take a 0-d param alone and refuse it among others (one that stacks its
+    params), or the reverse (one that drops 0-d params and then has none)."""
     if form not in ("list", "named"):
         return {}, ["fuzzed shapes: init steps loose params only; set min_dims / allow_empty if it refuses some"]
     settings: dict[str, Any] = {}
@@ -380,15 +381,54 @@ def _shape_claims(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> tup
     for shape, setting, value in (((5,), "min_dims", 2), ((), "min_dims", 1), ((0, 3), "allow_empty", False)):
         if setting in settings:
             continue  # min_dims 2 already leaves 0-d params out
-        refusal = _refusal(cls, form, kwargs, [(4, 3), shape], dtype)
+        refusal = _first_refusal(cls, form, every_case, shape, dtype)
         if refusal is not None:
             settings[setting] = value
             notes.append(f"fuzz draws no param of shape {shape} ({setting}: {str(value).lower()}): its step refused "
-                         f"one beside a matrix: {refusal}")
+                         f"one {refusal}")
     return settings, notes
 
 
-def _refusal(cls: type, form: Any, kwargs: dict, shapes: list[tuple[int, ...]], dtype: torch.dtype) -> str | None:
+def _first_refusal(cls: type, form: Any, every_case: list[dict], shape: tuple[int, ...], dtype: torch.dtype) -> str | None:
+    """How and under which kwargs a step first refused a param of `shape`, alone or beside a matrix.
+    Kwargs under which a matrix alone is refused say nothing about shapes (a flag that needs a
+    closure): they are passed over."""
+    for kwargs in every_case:
+        if _refusal(cls, form, kwargs, [(4, 3)], dtype) is not None:
+            continue
+        for how, shapes in (("alone", [shape]), ("beside a matrix", [(4, 3), shape])):
+            refused = _refusal(cls, form, kwargs, shapes, dtype)
+            if refused is not None:
+                return f"{how}{_with(kwargs, every_case[0])}: {refused}"
+    return None
+
+
+def _with(kwargs: dict, base: dict) -> str:
+    extra = {k: v for k, v in kwargs.items() if base.get(k, object()) != v}
+    return f" with {', '.join(f'{k}={v!r}' for k, v in extra.items())}" if extra else ""
+
+
+def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> str | None:
+    """Why the zero_lr property cannot hold (a step at lr 0 raises, or moves params: lr is not a step
+    size there, or a decay ignores it), or None."""
+    refused = _refusal(cls, form, {**base, "lr": 0.0}, shapes, dtype)
+    if refused is not None:
+        return f"raised {refused}"
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(shape, dtype=dtype)) for shape in shapes]
+    before = [p.detach().clone() for p in params]
+    for param in params:
+        param.grad = torch.randn_like(param)
+    try:
+        construct(cls, form, params, {**base, "lr": 0.0}, "cpu").step()
+    except Exception as exc:  # noqa: BLE001  # as the refusal probe's, on a second try
+        return f"raised {_first_line(exc)}"
+    if any(not torch.equal(b, p.detach()) for b, p in zip(before, params)):
+        return "moved params (its step size does not scale with lr, or a decay ignores it)"
+    return None
+
+
+def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> str | None:
     """What one step over loose params of these shapes raised, or None."""
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(shape, dtype=dtype)) for shape in shapes]
@@ -440,7 +480,7 @@ def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: 
     if takes_keyword(cls, "lr") and zero_lr_refusal is None:
         lines.append(f"  zero_lr: {every}  # lr=0 leaves params unchanged; drop if a decay or minimum step ignores lr")
     elif takes_keyword(cls, "lr"):
-        lines.append(f"  # zero_lr: left out: at lr 0 the optimizer raised {zero_lr_refusal}")
+        lines.append(f"  # zero_lr: left out: at lr 0 a step {zero_lr_refusal}")
     lines.append(f"  # elementwise: {every}  # uncomment if an element's update depends on that element alone "
                  "(Adam, SGD, Lion; not Shampoo, Muon, Adafactor)")
     return lines

@@ -172,3 +172,57 @@ class StackingSGD(PlainSGD):
             sizes = [p.shape[-1] for p in params]  # IndexError for a 0-d param
             assert all(s >= 0 for s in sizes)
         super()._update()
+
+
+class ScalarDroppingSGD(PlainSGD):
+    """Keeps only params with at least one dimension, as Adam-mini's blocks do: a lone 0-d param leaves
+    it with an empty parameter list, while a 0-d param beside a matrix is silently left alone."""
+
+    def __init__(self, params, lr=0.01):
+        kept = [p for p in params if p.dim() > 0]
+        if not kept:
+            raise ValueError("optimizer got an empty parameter list")
+        super().__init__(kept, lr=lr)
+
+
+class FixedStepSGD(PlainSGD):
+    """Steps by a fixed amount along the grad's sign whatever lr is (lr only scales a decay): lr 0 moves params."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(1e-3 * torch.sign(p.grad) + group["lr"] * p)
+
+
+class FlaggedSGD(PlainSGD):
+    """Correct SGD, but its `per_row` flag steps each param row by row: a 0-d param then raises."""
+
+    def __init__(self, params, lr=0.01, per_row=False):
+        super().__init__(params, lr=lr)
+        self.per_row = per_row
+
+    def _update(self) -> None:
+        if self.per_row:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        for row, grad in zip(p, p.grad):  # iterating a 0-d tensor raises TypeError
+                            row.sub_(group["lr"] * grad)
+            return
+        super()._update()
+
+
+class ClosureFlagSGD(PlainSGD):
+    """Correct SGD; its `needs_closure` flag makes step() refuse to run without a closure (DolphinFlow's
+    loss_aware_schedule)."""
+
+    def __init__(self, params, lr=0.1, needs_closure=False):
+        super().__init__(params, lr=lr)
+        self.needs_closure = needs_closure
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if self.needs_closure and closure is None:
+            raise ValueError("needs_closure=True requires a closure to be passed to step()")
+        return super().step(closure)

@@ -32,6 +32,9 @@ SPECS = {
     "noclosure": "optimizer: planted_unseen:NoClosureSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
     "coarse": "optimizer: planted_run_model:CoarseLrSGD\nkwargs: {lr: 0.01}\nchecks: [law_param_groups]\n"
               "laws: {param_groups: true}\n",
+    "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
+                   "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
+                   "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
 }
 
 
@@ -54,6 +57,13 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
 
 def _outcomes(out: str, case: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(rf"::{re.escape(case)}::(\w+) (PASSED|FAILED|SKIPPED|ERROR)", out)}
+
+
+def test_a_property_draws_no_case_whose_eager_step_fails_one_root_cause_is_one_red(session):
+    out, _, _ = session
+    assert _outcomes(out, "closureflagsgd-needs_closure-cpu") == {"parity": "FAILED"}
+    assert _outcomes(out, "closureflagsgd-default-cpu") == {"parity": "PASSED"}
+    assert _outcomes(out, "closureflagsgd-fuzz-cpu") == {"fuzz_determinism": "PASSED"}, out
 
 
 def test_a_step_that_raises_is_one_red_and_blocks_the_rest_of_its_case(session):
@@ -111,7 +121,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:MatrixAndVectorSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1, allow_empty: false}",
                                               "  empty: false", "# fuzz draws no param of shape () (min_dims: 1)"], []),
     ("planted_run_model:RequiredMomentumSGD", ["momentum: 0.9}", "# momentum: 0.9: init's guesses for what the constructor requires"], []),
-    ("planted_run_model:LrDividingSGD", ["# zero_lr: left out: at lr 0 the optimizer raised ZeroDivisionError"], ["  zero_lr: {"]),
+    ("planted_run_model:LrDividingSGD", ["# zero_lr: left out: at lr 0 a step raised ZeroDivisionError"], ["  zero_lr: {"]),
+    ("planted_run_model:FixedStepSGD", ["# zero_lr: left out: at lr 0 a step moved params"], ["  zero_lr: {"]),
+    ("planted_run_model:ScalarDroppingSGD", ["(min_dims: 1): its step refused one alone: ValueError"], []),
+    ("planted_run_model:FlaggedSGD", ["(min_dims: 1): its step refused one alone with per_row=True: TypeError"], []),
     ("planted_run_model:StackingSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1}",
                                        "its step refused one beside a matrix: IndexError"], []),
     ("planted:NoisySGD", ["fallback_random: true  # its step draws from torch's RNG"], []),

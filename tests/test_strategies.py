@@ -29,7 +29,7 @@ def test_params_build_their_shapes_and_layouts_with_grads(blueprint):
     tensors = blueprint.build(seed=3)
     assert [tuple(t.shape) for t in tensors] == [p.shape for p in blueprint.params]
     for t, p in zip(tensors, blueprint.params):
-        assert t.is_leaf and t.grad is not None and t.grad.shape == t.shape
+        assert t.is_leaf and t.requires_grad and t.grad is not None and t.grad.shape == t.shape  # as a model's param
         if p.layout != "contiguous" and t.numel() > 1 and all(s > 1 for s in t.shape[-2:]):
             assert not t.is_contiguous()
     again = blueprint.build(seed=3)

@@ -110,6 +110,19 @@ class Ladder:
         return None
 
 
+def steppable(cases: Any, runs: RunCache) -> tuple[list[Any], RungFailure | None]:
+    """(the cases whose eager rungs hold, the first failure among the others): a property that drew a
+    case whose eager step fails would be a second red for the root cause that case's items show."""
+    kept, first = [], None
+    for case in cases:
+        failure = runs.ladder(case).first_failure(EAGER)
+        if failure is None:
+            kept.append(case)
+        elif first is None:
+            first = failure
+    return kept, first
+
+
 def probe_eager(case: Any) -> EagerProbe:
     """Construct the case's optimizer and take its steps eagerly (a closure where the case has one
     and the step takes one): the first rung that fails, if any."""

@@ -1,8 +1,10 @@
 """The one runner: a run is a value. `run(case, regime)` builds the case's model in its dtype and
 the optimizer in the spec's params form, steps it (eagerly or compiled; with a closure where the
-regime has one and the step takes one; grads None where the regime says), and records what
-happened: snapshots, dynamo's graphs, kernels, breaks and recompiles (the closure's graphs apart
-from the step's), step times, RNG use, checkpoints, and weak references to the params.
+regime has one and the step takes one; grads None where the regime says; a warm-up, the LR
+scheduler, checkpoints and perturbations where it asks for them), and records what happened:
+snapshots, dynamo's graphs, kernels, breaks and recompiles per step (the closure's graphs apart
+from the step's), step times, RNG use, storage aliases, a failure when asked to record it, and weak
+references to the params.
 
 A check that needs a run asks for it with a `Regime`, a small configuration, and judges the
 `Run` it gets back; it never builds or steps anything itself.
@@ -180,7 +182,8 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         stepping.all_steps()
     except _Stopped:
         return result
-    result.snapshots.append(snapshot(optimizer, names)) if not regime.every_step else None
+    if not regime.every_step:
+        result.snapshots.append(snapshot(optimizer, names))
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
     result.graph_breaks = result.graph_breaks or torch_api.graph_break_counts()
     result.aliases = storage_aliases(optimizer, model)

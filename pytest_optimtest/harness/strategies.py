@@ -34,7 +34,11 @@ class Param:
 
     def build(self, device: str = "cpu", generator: torch.Generator | None = None,
               dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A leaf tensor of this shape, layout and dtype, drawn in float32 from `generator`."""
+        """A leaf tensor of this shape, layout and dtype, drawn in float32 from `generator`, that
+        requires grad as a model's param does (an optimizer may skip params that do not)."""
+        return self._values(device, generator, dtype).detach().requires_grad_()  # detach keeps a view's strides
+
+    def _values(self, device: str, generator: torch.Generator | None, dtype: torch.dtype) -> torch.Tensor:
         shape = self.shape
         if self.layout == "transposed":
             base = torch.randn(*shape[:-2], shape[-1], shape[-2], generator=generator)

@@ -17,6 +17,7 @@ from ...harness.in_backward_run import SECTION_KEY, in_backward_section
 from ...harness.isolation import isolated
 from ...harness.fuzz_runs import compiled_step_for_examples, fuzz_parity_run
 from ...harness.hypothesis_runs import run_property
+from ...harness.ladder import steppable
 from ...harness.strategies import Params, mlps, module_trees, param_lists, tree_input
 from ..base import Check, NotApplicable, Vacuous, Verdict
 from ..in_backward import compare_in_backward
@@ -26,16 +27,19 @@ def _rerun(fuzz, check: str) -> str:
     return f'pytest --optim-spec {fuzz.spec_path} -k "{fuzz.id} and {check}"'
 
 
-def _drawable(fuzz, base_check: str):
+def _drawable(fuzz, base_check: str, runs):
     cases = fuzz.drawable(base_check)
     if not cases:
         raise NotApplicable(f"{fuzz.id}: no case to draw: {base_check} is skipped or xfailed for every plain {fuzz.device} case")
-    return cases
+    kept, failure = steppable(cases, runs)
+    if not kept and failure is not None:
+        raise NotApplicable(f"{fuzz.id}: no case to draw: every plain case is {failure.blocked()}")
+    return kept
 
 
 def check_fuzz_parity(fuzz, runs) -> Verdict:
     prop = fuzz.settings["fuzz_parity"]
-    cases = _drawable(fuzz, "parity")
+    cases = _drawable(fuzz, "parity", runs)
     seen: Counter = Counter()
     reasons: Counter = Counter()
     with compiled_step_for_examples(cases[0], prop.dynamic) as compiled:
@@ -77,7 +81,7 @@ def _parity_example(case, params: Params, compiled, steps: int, seen: Counter, r
 
 def check_fuzz_in_backward(fuzz, runs) -> Verdict:
     prop = fuzz.settings["fuzz_in_backward"]
-    cases = _drawable(fuzz, "in_backward")
+    cases = _drawable(fuzz, "in_backward", runs)
     seen: Counter = Counter()
 
     def example(case, model) -> None:

@@ -28,6 +28,7 @@ from ...harness.isolation import isolated_case
 from ...harness.builder import param_dtype
 from ...harness.fuzz_runs import stepped_over
 from ...harness.hypothesis_runs import run_property
+from ...harness.ladder import steppable
 from ...spec.schema import Tolerance
 from ...harness.strategies import LAYOUTS, Param, Params, param_lists
 from ..base import Check, NotApplicable, Vacuous, Verdict
@@ -48,7 +49,13 @@ def _grads(blueprint: Params, case: Any, steps: int, dtype: torch.dtype | None =
 
 
 def _flat(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    return [t.detach().reshape(-1).clone() for t in tensors]
+    return [_as_param(t.reshape(-1)) for t in tensors]
+
+
+def _as_param(values: torch.Tensor) -> torch.Tensor:
+    """A fresh leaf of these values that requires grad, as a model's param (an optimizer may skip
+    params that do not)."""
+    return values.detach().clone().requires_grad_()
 
 
 def _movement(before: list[torch.Tensor], after: list[torch.Tensor], tol: Tolerance) -> float:
@@ -82,19 +89,23 @@ def _param_differences(index: int, opt_a: torch.optim.Optimizer, p_a: torch.Tens
     return problems
 
 
-def _draws(fuzz: Any, prop: Any, layouts: tuple[str, ...] = LAYOUTS) -> dict[str, st.SearchStrategy[Any]]:
+def _draws(fuzz: Any, prop: Any, runs: Any, layouts: tuple[str, ...] = LAYOUTS) -> dict[str, st.SearchStrategy[Any]]:
     if not fuzz.cases:
         raise NotApplicable(f"{fuzz.id}: no plain {fuzz.device} case to draw (every case has a scheduler or a closure)")
-    return {"case": st.sampled_from(fuzz.cases),
+    cases, failure = steppable(fuzz.cases, runs)
+    if not cases and failure is not None:
+        raise NotApplicable(f"{fuzz.id}: no case to draw: every plain case is {failure.blocked()}")
+    return {"case": st.sampled_from(cases),
             "params": param_lists(max_size=prop.max_params, min_dims=prop.min_dims, max_dims=prop.max_dims,
                                   max_side=prop.max_side, allow_empty=prop.allow_empty, layouts=layouts)}
 
 
-def _run(fuzz: Any, check: str, example: Callable[..., None], layouts: tuple[str, ...] = LAYOUTS) -> tuple[Any, Counter]:
+def _run(fuzz: Any, check: str, example: Callable[..., None], runs: Any,
+         layouts: tuple[str, ...] = LAYOUTS) -> tuple[Any, Counter]:
     """Run `example(case, params, seen)` as a property; fail as vacuous if no example moved params."""
     prop = fuzz.settings[check]
     seen: Counter = Counter()
-    draws = _draws(fuzz, prop, layouts)
+    draws = _draws(fuzz, prop, runs, layouts)
     with isolated_case(fuzz.cases[0]):
         run = run_property(f"{fuzz.id} {check}", draws,
                            lambda case, params: example(case, params, seen), prop.examples,
@@ -134,7 +145,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
                 raise _failed(f"elementwise: {_describe(blueprint, i)}, {verb}", problems)
 
         order = [(i + 1) % len(initial) for i in range(len(initial))]  # every param moves to another position
-        permuted = [initial[j].clone() for j in order]
+        permuted = [_as_param(initial[j]) for j in order]
         opt_permuted = stepped_over(case, permuted, [[gs[j] for j in order] for gs in flat_grads])
         problems = [d for position, i in enumerate(order)
                     for d in _param_differences(i, opt_flat, flat[i], opt_permuted, permuted[position], tol,
@@ -144,7 +155,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
                           "updates: a param's update depends on its position", problems)
 
         sizes = [t.numel() for t in initial]
-        whole = [torch.cat(initial).clone()]
+        whole = [_as_param(torch.cat([t.detach() for t in initial]))]
         stepped_over(case, whole, [[torch.cat(gs)] for gs in flat_grads])
         problems = [d for i, piece in enumerate(whole[0].detach().split(sizes))
                     if (d := tensor_difference(f"params[{i}]", flat[i], piece, tol, ("its own param", "a piece of one param")))]
@@ -153,7 +164,7 @@ def check_fuzz_elementwise(fuzz: Any, runs: Any) -> Verdict:
                           "differently than the same values stepped as separate params", problems)
         seen["moved"] += _movement(initial, flat, tol) >= case.min_movement
 
-    run, seen = _run(fuzz, "fuzz_elementwise", example)
+    run, seen = _run(fuzz, "fuzz_elementwise", example, runs)
     return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): layout, splitting and order did "
                    "not change an update", run.evidence(seen))
 
@@ -178,7 +189,7 @@ def check_fuzz_maximize(fuzz: Any, runs: Any) -> Verdict:
                              if compare_state else ""), problems)
         seen["moved"] += _movement(initial, down, tol) >= case.min_movement
 
-    run, seen = _run(fuzz, "fuzz_maximize", example)
+    run, seen = _run(fuzz, "fuzz_maximize", example, runs)
     return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): maximize on g equals minimize "
                    "on -g" + (", state included" if compare_state else ", params only"), run.evidence(seen))
 
@@ -192,7 +203,7 @@ def check_fuzz_dtypes(fuzz: Any, runs: Any) -> Verdict:
         for dtype in dtypes:
             grads = _grads(params, case, steps, dtype)
             initial = _built(params, case, dtype)
-            tensors = [t.clone() for t in initial]
+            tensors = [_as_param(t) for t in initial]
             device = tensors[0].device
             opt = stepped_over(case, tensors, grads)
             for i, p in enumerate(tensors):
@@ -210,7 +221,7 @@ def check_fuzz_dtypes(fuzz: Any, runs: Any) -> Verdict:
             if dtype.is_floating_point and torch.finfo(dtype).bits >= 32:
                 seen["moved"] += _movement(initial, tensors, case.tolerance) >= case.min_movement
 
-    run, seen = _run(fuzz, "fuzz_dtypes", example, layouts=("contiguous",))
+    run, seen = _run(fuzz, "fuzz_dtypes", example, runs, layouts=("contiguous",))
     names = ", ".join(fuzz.settings["fuzz_dtypes"].dtypes)
     return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): {names} params and their state "
                    "kept dtype and device", run.evidence(seen))
@@ -232,7 +243,7 @@ def check_fuzz_determinism(fuzz: Any, runs: Any) -> Verdict:
                           "bitwise equal: the step draws from a source the seed does not control", problems)
         seen["moved"] += _movement(initial, first, case.tolerance) >= case.min_movement
 
-    run, seen = _run(fuzz, "fuzz_determinism", example)
+    run, seen = _run(fuzz, "fuzz_determinism", example, runs)
     return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved): two runs per example bitwise "
                    "equal", run.evidence(seen))
 
@@ -253,7 +264,7 @@ def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> Verdict:
                                      f"that ignores lr?)\n  {d}")
         seen["moved"] += _movement(initial, moving, case.tolerance) >= case.min_movement
 
-    run, seen = _run(fuzz, "fuzz_zero_lr", example)
+    run, seen = _run(fuzz, "fuzz_zero_lr", example, runs)
     return Verdict(f"{run.examples} examples (profile {run.profile}, {seen['moved']} moved at the case's lr): lr=0 left "
                    "params unchanged", run.evidence(seen))
 
