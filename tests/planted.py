@@ -404,3 +404,13 @@ def rank_exit(payload: int, rank: int, world_size: int) -> None:
     if rank == 1:
         os._exit(payload)
     dist.all_reduce(torch.zeros(1))
+
+
+class ViewUpdateSGD(PlainSGD):
+    """Flattens each param with .view(), which a transposed param refuses (AdamP's and SGDP's bug)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.view(-1).sub_(group["lr"] * p.grad.reshape(-1))

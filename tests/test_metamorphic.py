@@ -46,6 +46,7 @@ FAULTS = {  # planted optimizer -> (property, unused, cases, what the failure mu
                            "*maximize: stepping with maximize=True on grad g differs from maximize=False on -g*"),
     "UnseededNoiseSGD": ("determinism", "", "", "*determinism: two runs from the same seed * are not bitwise equal*"),
     "LrFreeDecaySGD": ("zero_lr", "", "", "*zero_lr: params[[]0[]]* moved at lr=0*"),
+    "ViewUpdateSGD": ("determinism", "", "", "  at *planted.py:* in _update (the optimizer's doing)"),
 }
 
 

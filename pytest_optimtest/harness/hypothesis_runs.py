@@ -92,9 +92,21 @@ def run_property(title: str, strategies: dict[str, st.SearchStrategy[Any]], exam
         raise AssertionError(
             f"{title}: falsified (hypothesis profile {profile!r}, {run.examples} examples run); minimal example:\n"
             f"    {shown}\n{type(exc).__name__ if not isinstance(exc, AssertionError) else ''}"
-            f"{': ' if not isinstance(exc, AssertionError) else ''}{exc}\n"
+            f"{': ' if not isinstance(exc, AssertionError) else ''}{exc}\n{_raised_at(exc)}"
             f"rerun: {reproduce} --hypothesis-profile {profile}\n"
             f"pin it in a test of your own (from pytest_optimtest import load_case; "
             f"from pytest_optimtest.strategies import *):\n    @example({shown})"
         ) from exc
     return run
+
+
+def _raised_at(exc: Exception) -> str:
+    """Where the example's error was raised, and whose doing it is, when not the property's own verdict."""
+    if isinstance(exc, AssertionError):
+        return ""
+    from .blame import blame  # it imports torch; this module loads with the plugin, before torch may be imported
+
+    found = blame(exc)
+    if found.owner == "optimizer" and found.where:
+        return f"  at {found.where} (the optimizer's doing)\n"
+    return f"  at {found.innermost}\n" if found.innermost else ""
