@@ -5,11 +5,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
+from ..harness.compare import dynamo_group_keys
 from ..harness.compiled_run import CompiledRun
-from ..harness.diagnosis import parity_diagnoses
+from ..harness.ladder import COMPARED_COMPILED, compiled_mismatch
 from ..harness.vacuity import require_moved
-from ..harness.ladder import COMPARED_COMPILED
 from .base import Check, Verdict
 
 
@@ -31,11 +30,9 @@ def assert_parity(run: CompiledRun) -> Verdict:
         raise RuntimeError(f"{case.id}: the compiled run ended before its snapshots were taken")
     moved = require_moved(case.id, run.initial_params, e.params, case.tolerance, case.min_movement,
                           f"over {run.steps} steps", f"; raise lr or steps in {case.location}, or loosen min_movement")
-    problems = snapshot_differences(e, c, case.tolerance)
-    if problems:
-        run.diagnoses = parity_diagnoses(run)
-        raise AssertionError(f"{case.id}: compiled step differs from eager after {run.steps} steps:" + listed(problems)
-                             + "".join(f"\n  diagnosis: {d}" for d in run.diagnoses))
+    mismatch = compiled_mismatch(run)  # in the plugin's items, the ladder's compiled_matches rung raised it first
+    if mismatch is not None:
+        raise mismatch
     notes = [f"the step's own {run.step_graph_count} graph(s)" + (f", the closure's {run.closure.graphs} apart"
                                                                     if run.closure.graphs else "")]
     if run.graph_breaks:

@@ -1,7 +1,9 @@
 """The prerequisite ladder every check of a case stands on: the optimizer constructs, its eager
-step runs, the eager step moves params, torch.compile captures a graph of the step's own, and
-the compiled step runs. A rung that fails is one root cause: one item of the case is red with
-it, and every other item that needs the rung is skipped as blocked by it (session.py)."""
+step runs, the eager step moves params, torch.compile captures a graph of the step's own, the
+compiled step runs, and it matches the eager step (parity's comparison). A rung that fails is one
+root cause: one item of the case is red with it, and every other item that needs the rung is
+skipped as blocked by it (session.py): a compiled-only difference is parity's red, not a second
+red in every check that compares a compiled run with an eager one."""
 
 from __future__ import annotations
 
@@ -12,20 +14,22 @@ import torch
 
 from . import torch_api
 from .blame import blame
-from .compiled_run import CompiledStepOnlyError
+from .compare import listed, snapshot_differences
+from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
+from .diagnosis import parity_diagnoses
 from .runner import Regime, run
-from .vacuity import NotApplicable
+from .vacuity import NotApplicable, Vacuous, require_moved
 from ..spec.schema import LOW_PRECISION
 
 if TYPE_CHECKING:  # annotations only
     from .run_cache import RunCache
 
-RUNGS = ("constructs", "eager_steps", "eager_moves", "graph_captured", "compiled_steps")
+RUNGS = ("constructs", "eager_steps", "eager_moves", "graph_captured", "compiled_steps", "compiled_matches")
 EAGER = ("constructs", "eager_steps")
 MOVES = (*EAGER, "eager_moves")
 COMPILED = (*EAGER, "graph_captured", "compiled_steps")
-COMPARED_COMPILED = (*MOVES, "graph_captured", "compiled_steps")
+COMPARED_COMPILED = (*MOVES, "graph_captured", "compiled_steps", "compiled_matches")
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,39 @@ class Ladder:
             return RungFailure("graph_captured", why, error=AssertionError(
                 f"{self.case.id}: not compiled: {why}, so no compiled check of this case can say anything; dynamo's "
                 f"graph breaks:\n    - {breaks}"))
+        mismatch = compiled_mismatch(run)
+        return RungFailure("compiled_matches", mismatch.cause, error=mismatch) if mismatch else None
+
+
+class CompiledMismatch(AssertionError):
+    """The compiled step's params, state, groups or attributes differ from the eager step's after
+    the same steps: parity's red, and the root cause of every other compiled-vs-eager check's."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+def compiled_mismatch(run: CompiledRun) -> CompiledMismatch | None:
+    """How the compiled run differs from its eager twin, with what the case's diagnoses find (each
+    rerun once, kept on the run); None where they match or cannot be compared: an eager run that
+    moved too little or diverged is each check's own vacuity, not a difference."""
+    case, eager, compiled = run.case, run.eager, run.compiled
+    if eager is None or compiled is None:
         return None
+    try:
+        require_moved(case.id, run.initial_params, eager.params, case.tolerance, case.min_movement, "")
+    except Vacuous:
+        return None
+    problems = snapshot_differences(eager, compiled, case.tolerance)
+    if not problems:
+        return None
+    if not run.diagnoses:
+        run.diagnoses = parity_diagnoses(run)
+    cause = (f"the compiled step differs from eager after {run.steps} steps ({len(problems)} difference(s), first: "
+             f"{problems[0].splitlines()[0]})" + "".join(f"; diagnosis: {d}" for d in run.diagnoses[:1]))
+    return CompiledMismatch(f"{case.id}: compiled step differs from eager after {run.steps} steps:" + listed(problems)
+                            + "".join(f"\n  diagnosis: {d}" for d in run.diagnoses), cause)
 
 
 def steppable(cases: Any, runs: RunCache) -> tuple[list[Any], RungFailure | None]:
