@@ -17,6 +17,7 @@ from .harness.containment import CaseTimedOut
 from .harness.compiled_run import CompiledStepOnlyError
 from .harness.ladder import RungFailure
 from .spec import Case, SpecError
+from .spec.case import shown_path
 from .spec.errors import internal_error
 
 if TYPE_CHECKING:
@@ -183,12 +184,27 @@ class CheckItem(pytest.Item):
         if self.root_cause is not None:
             where += (f"\nroot cause of this case: its ladder's rung {self.root_cause.rung!r} failed; every other check "
                       "of the case that needs it is skipped as blocked by it")
-        shown = failure_text(excinfo.value, _session(self).registry[self.check].run)
+        check_run = _session(self).registry[self.check].run
+        shown = failure_text(excinfo.value, check_run)
         extra = [d for d in self.diagnoses if d not in shown]
-        return f"{where}\n{shown}" + "".join(f"\n  diagnosis: {d}" for d in extra)
+        text = f"{where}\n{shown}" + "".join(f"\n  diagnosis: {d}" for d in extra)
+        verdict = isinstance(excinfo.value, AssertionError) and _raised_in(excinfo.value, check_run)
+        return text + _whose_and_reproducer(text, verdict, self.case, self.check)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.case.line or 1) - 1, f"{self.check}[{self.case.id}]"
+
+
+def _whose_and_reproducer(text: str, verdict: bool, case: Any, check: str) -> str:
+    """What a red lacks of whose doing it is and the command that shows it again: a check's verdict
+    is on the optimizer unless something in it points at torch (an exception says whose it is)."""
+    lines = []
+    if verdict and "doing" not in text:
+        lines.append("whose doing: the optimizer's, by this check's verdict (nothing above points at torch)")
+    spec_path = getattr(case, "spec_path", None)
+    if spec_path and "reproduce" not in text.lower() and "repro:" not in text.lower():
+        lines.append(f"reproduce: pytest --optim-spec {shown_path(spec_path)} -k '{case.id} and {check}'")
+    return "".join(f"\n{line}" for line in lines)
 
 
 def failure_text(exc: BaseException, check_run: Any) -> str:

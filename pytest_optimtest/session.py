@@ -34,6 +34,7 @@ from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
 from .spec.case import Case
 
 SPEC_SUFFIXES = (".yaml", ".yml")
+PARITYS_RUNGS = ("graph_captured", "compiled_steps", "compiled_matches")  # what parity's own verdict would say
 T = TypeVar("T")
 BUILTIN_NAMES = frozenset(c.name for c in BUILTIN)
 _REGISTRY = pytest.StashKey[Registry]()  # the registry of a session without specs (fixtures and markers only)
@@ -78,6 +79,7 @@ class OptimtestSession:
         self.runs = RunCache()
         self.results = reporting.Results()
         self.remaining: Counter[CaseKey] = Counter()  # items of a case not yet torn down
+        self.parity_runs: set[CaseKey] = set()  # cases whose parity item runs: the one red of their compiled rungs
         self.outcomes: dict[tuple[CaseKey, str], str | None] = {}  # None: passed; else why not
         self.root_causes: dict[tuple[CaseKey, str], str] = {}  # (case, failed rung) -> the one item red with it
         self.strict = bool(config.getoption("optim_strict"))
@@ -166,6 +168,8 @@ class OptimtestSession:
         perturbed = set()
         for item in items:
             self.remaining[item.case.key] += 1
+            if item.check == "parity" and item.get_closest_marker("skip") is None:
+                self.parity_runs.add(item.case.key)
             if "perturbations" in self.registry[item.check].needs:
                 perturbed.add(item.case.key)
         self.runs.perturbed = perturbed
@@ -261,7 +265,9 @@ class OptimtestSession:
             return []
         try:
             ladder = self.runs.ladder(item.case)
-            return run_diagnoses(item.check, self.runs.peek("compiled", item.case), ladder.draws)
+            compares_compiled = "compiled_matches" in self.registry[item.check].ladder  # the compiled run's values matter
+            compiled = self.runs.peek("compiled", item.case) if compares_compiled else None
+            return run_diagnoses(item.check, compiled, ladder.draws)
         except Exception:  # noqa: BLE001  # a diagnosis is evidence beside the verdict, never a second failure
             return []
 
@@ -279,6 +285,8 @@ class OptimtestSession:
             return "vacuous"
         if failure.not_applicable:
             return "not_applicable"
+        if failure.rung in PARITYS_RUNGS and item.check != "parity" and item.case.key in self.parity_runs:
+            return "blocked"  # parity is the red, in whatever order the items run
         claimed = self.root_causes.setdefault((item.case.key, failure.rung), item.nodeid)
         return "root_cause" if claimed == item.nodeid else "blocked"
 

@@ -18,10 +18,11 @@ TESTS = Path(__file__).resolve().parent
 
 SPECS = {
     "typo": "optimizer: planted_run_model:TypoSGD\nkwargs: {lr: 0.1}\n"
-            "checks: [parity, kernel_count, recompile, graph_breaks, in_backward, in_backward_no_hook]\n",
+            "checks: [parity, kernel_count, recompile, graph_breaks, in_backward, in_backward_no_hook, compile_time]\n",
     "idle": "optimizer: planted_run_model:IdleSGD\nkwargs: {lr: 0.1}\nchecks: [parity, in_backward, in_backward_no_hook]\n",
     "explode": "optimizer: planted_run_model:ExplodingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
+    "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
     "rounds": "optimizer: planted:PlainSGD\nkwargs: {lr: 1.0e-7}\ndtypes: [bfloat16]\nchecks: [parity, in_backward]\n",
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads, state_dict, in_backward]\n",
     "noisyx": "optimizer: planted:NoisySGD\nname: noisyx\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads]\n"
@@ -71,15 +72,15 @@ def test_a_property_draws_no_case_whose_eager_step_fails_one_root_cause_is_one_r
 def test_a_step_that_raises_is_one_red_and_blocks_the_rest_of_its_case(session):
     out, report, _ = session
     outcomes = _outcomes(out, "typosgd-default-cpu")
-    assert sorted(outcomes.values()) == ["FAILED"] + ["SKIPPED"] * 5, outcomes
+    assert sorted(outcomes.values()) == ["FAILED"] + ["SKIPPED"] * 6, outcomes
     assert outcomes["parity"] == "FAILED"
     assert "root cause of this case: its ladder's rung 'eager_steps' failed" in out
     assert "KeyError: 'momentun'" in out and "planted_run_model.py:" in out  # the optimizer's file and line
-    assert re.search(r"SKIPPED \[5\] .*: blocked by eager_steps: at eager step 1: KeyError: 'momentun' \(\S*planted_run_model.py:\d+ in _update\)", out)
+    assert re.search(r"SKIPPED \[6\] .*: blocked by eager_steps: at eager step 1: KeyError: 'momentun' \(\S*planted_run_model.py:\d+ in _update\)", out)
     [cause] = [c for c in report["root_causes"] if c["optimizer"].endswith("TypoSGD")]
-    assert (cause["rung"], cause["red"], cause["blocked"]) == ("eager_steps", 1, 5)
+    assert (cause["rung"], cause["red"], cause["blocked"]) == ("eager_steps", 1, 6)
     assert "planted_run_model.py" in cause["where"]
-    assert "TypoSGD: 1 root cause, 1 red in 1 case(s), blocks 5 items: eager_steps" in out
+    assert "TypoSGD: 1 root cause, 1 red in 1 case(s), blocks 6 items: eager_steps" in out
 
 
 def test_a_step_that_moves_nothing_is_one_red_not_a_vacuous_pass_per_check(session):
@@ -106,6 +107,12 @@ def test_graphs_of_the_closure_are_not_the_steps(session):
     out, _, _ = session
     assert _outcomes(out, "untracedstepsgd-default-closure-cpu") == {"parity": "FAILED"}
     assert re.search(r"the step captured no graph of its own; the closure's \d+ graph\(s\) are not the step's", out)
+
+
+def test_a_sharded_compiled_step_that_captured_no_graph_is_not_a_second_red(session):
+    out, _, _ = session
+    assert _outcomes(out, "untracedfsdp-default-cpu") == {"parity": "FAILED", "fsdp": "SKIPPED"}
+    assert "captured no graph of the step over DTensor params, so the compiled comparison did not happen" in out
 
 
 def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
@@ -149,6 +156,15 @@ def test_init_probes_instead_of_guessing_and_every_spec_it_writes_loads(tmp_path
         assert line in text, text
     for line in absent:
         assert line not in text, text
+
+
+def test_parity_is_the_one_red_of_a_compiled_only_difference_in_whatever_order_the_items_run(pytester):
+    pytester.makeconftest("def pytest_collection_modifyitems(items):\n    items.reverse()  # as pytest-randomly may\n")
+    pytester.makepyfile(planted=(TESTS / "planted.py").read_text())
+    pytester.makefile(".yaml", noisy="optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads]\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "noisy.yaml", "-n", "0", "-p", "no:randomly", "-v")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*::none_grads SKIPPED*", "*::parity FAILED*"])
 
 
 def test_a_law_over_a_kwarg_the_constructor_swallows_is_vacuous_not_green(pytester):
@@ -234,3 +250,28 @@ def test_one_cause_seen_through_two_generated_files_is_one_root_cause():
     assert root_cause_lines(results) == ["optimtest: pkg:Opt: 1 root cause, 2 red (1 of them xfailed) in 2 case(s), blocks 1 "
                                          "items: compiled_steps: CompiledStepOnlyError: NameError (<code inductor generated> "
                                          "in call (torch)) (<code inductor generated> in call (torch))"]
+
+
+def test_a_checks_diagnoses_are_its_own_not_those_of_the_checks_that_failed_before_it():
+    from types import SimpleNamespace
+
+    from pytest_optimtest.harness.diagnosis import run_diagnoses
+
+    run = SimpleNamespace(diagnoses=["compiled with aot_eager ... differs too"])
+    zero = run_diagnoses("zero", run, ("torch",))
+    in_backward = run_diagnoses("in_backward", run, ("torch",))
+    assert run.diagnoses == ["compiled with aot_eager ... differs too"]
+    assert any("zero steps params" in line for line in zero)
+    assert not any("zero steps params" in line for line in in_backward)
+    assert run_diagnoses("law_equivalent", None, ("torch",)) == []  # an eager law: no compiled run's diagnosis
+
+
+def test_every_red_says_whose_doing_it_is_and_how_to_see_it_again(session):
+    out, _, _ = session
+    noisy = out[out.index("[parity] noisysgd-default-cpu"):]
+    noisy = noisy[:noisy.index("\n___")]
+    assert "reproduce: pytest --optim-spec specs/noisy.yaml -k 'noisysgd-default-cpu and parity'" in noisy
+    in_backward = out[out.index("[in_backward] noisysgd-default-cpu"):]
+    in_backward = in_backward[:in_backward.index("\n___")]
+    assert "whose doing: the optimizer's, by this check's verdict" in in_backward
+    assert "reproduce: pytest --optim-spec specs/noisy.yaml -k 'noisysgd-default-cpu and in_backward'" in in_backward

@@ -37,10 +37,11 @@ PER_PARAM_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimiz
 
 
 def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
-    """What the case's runs already show, for any check that failed on it (parity adds its reruns
-    to its own message): storage aliasing and RNG use in the shared compiled run, and the RNG draw
-    order of the regimes that step params one at a time or one shard per rank."""
-    lines = (run.diagnoses or _storage_and_rng(run, rerun=False)) if run is not None and check != "parity" else []
+    """What the case's runs already show, for a check that failed on it (parity adds its reruns to
+    its own message): storage aliasing and RNG use in the shared compiled run (`run`: None for a
+    check that compares no compiled values with eager ones), and the RNG draw order of the regimes
+    that step params one at a time or one shard per rank."""
+    lines = list(run.diagnoses or _storage_and_rng(run, rerun=False)) if run is not None and check != "parity" else []
     if "torch" in draws and check in PER_PARAM_REGIMES:
         lines.append(f"the optimizer draws from torch's global RNG in its step, and {check} steps params in another "
                      "order (one param as its grad is ready, or one shard per rank) than the reference, so the draws "
