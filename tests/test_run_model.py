@@ -23,6 +23,7 @@ SPECS = {
     "explode": "optimizer: planted_run_model:ExplodingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
+    "noisydist": "optimizer: planted:NoisySGD\nname: noisydist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed]\n",
     "rounds": "optimizer: planted:PlainSGD\nkwargs: {lr: 1.0e-7}\ndtypes: [bfloat16]\nchecks: [parity, in_backward]\n",
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads, state_dict, in_backward]\n",
     "noisyx": "optimizer: planted:NoisySGD\nname: noisyx\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads]\n"
@@ -113,6 +114,12 @@ def test_a_sharded_compiled_step_that_captured_no_graph_is_not_a_second_red(sess
     out, _, _ = session
     assert _outcomes(out, "untracedfsdp-default-cpu") == {"parity": "FAILED", "fsdp": "SKIPPED"}
     assert "captured no graph of the step over DTensor params, so the compiled comparison did not happen" in out
+
+
+def test_ddps_compiled_half_of_a_step_that_compiles_wrong_anyway_is_blocked_not_a_second_red(session):
+    out, _, _ = session
+    assert _outcomes(out, "noisydist-default-cpu") == {"parity": "FAILED", "distributed": "SKIPPED"}
+    assert "blocked by compiled_matches: in one process the compiled train step differs from eager" in out
 
 
 def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):

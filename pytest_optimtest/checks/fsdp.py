@@ -82,10 +82,13 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
     problems = [f"eager sharded: {d}" for d in eager]
     if run.compiled is not None:
         compiled = _differences(f"compiled, sharded on {ws} ranks", run.reference, run.compiled, tol)
+        blocked = runs.ladder(case).first_failure(("compiled_matches",)) if compiled and not eager else None
+        if blocked is not None:  # the step compiles wrong over whole params too: parity's red, not the shards'
+            raise NotApplicable(blocked.blocked() + "; the eager step over the same shards matches one process")
         problems += [f"compiled sharded: {d}" for d in compiled]
         if compiled and not eager:
-            problems.append("the eager step over the same shards matches: the difference is torch.compile's over DTensor "
-                            "params (torch's doing, unless `parity` fails too: then the step compiles wrong anyway)")
+            problems.append("the eager step over the same shards matches, and the compiled step over whole params matches "
+                            "eager (parity): the difference is torch.compile's over DTensor params (torch's doing)")
         allowed = section.recompiles
         if allowed is not None and len(run.compiled.recompiles) > allowed:
             problems.append(f"the sharded compiled step recompiled {len(run.compiled.recompiles)} times over {steps} "
