@@ -27,7 +27,8 @@ from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
-from .harness.diagnosis import run_diagnoses
+from .harness.blame import blame
+from .harness.diagnosis import not_comparable, run_diagnoses
 from .harness.ladder import RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
@@ -231,7 +232,13 @@ class OptimtestSession:
                 kind = self._claim(item, failure)
                 verdict = {"kind": kind, **failure.as_record()}
                 _raise_blocked(item, failure, kind)
-            result = self._run_check(item.check, item.case)
+            try:
+                result = self._run_check(item.check, item.case)
+            except AssertionError as exc:  # a verdict the case's RNG use makes meaningless is vacuous, not red
+                vacuous = self._not_comparable(item, exc)
+                if vacuous is None:
+                    raise
+                raise vacuous from exc
             self.outcomes[key] = None
             if isinstance(result, Verdict):
                 evidence = result.evidence
@@ -258,6 +265,11 @@ class OptimtestSession:
             if item.diagnoses:
                 metrics = {**metrics, "diagnoses": sorted({*metrics.get("diagnoses", []), *item.diagnoses})}
             item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics, verdict, evidence))]
+
+    def _not_comparable(self, item: CheckItem, exc: AssertionError) -> Vacuous | None:
+        if not isinstance(item.case, Case) or blame(exc).owner != "pytest-optimtest":  # not a check's verdict
+            return None
+        return not_comparable(item.check, item.case.id, self.runs.ladder(item.case).draws, exc)
 
     def _diagnoses(self, item: CheckItem) -> list[str]:
         """What the case's runs show about any failure on it: the diagnoses belong to the run, not to parity."""

@@ -163,6 +163,14 @@ def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tm
     assert "planted_production.py" in message and "(optimizer's doing)" in message
 
 
+def test_a_sharded_step_that_raises_is_fsdps_one_red_and_blocks_checkpoint(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp, checkpoint]"))
+    runs = RunCache()
+    assert ".numpy() is not supported for tensor subclasses" in failure("fsdp", case, runs)
+    with pytest.raises(NotApplicable, match=r"blocked by fsdp: the eager step over FSDP2-sharded \(DTensor\) params raised"):
+        run("checkpoint", case, runs)
+
+
 def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:LateStateSGD", "{compiled: false}"))
     runs = RunCache()

@@ -187,12 +187,13 @@ def test_a_law_over_a_kwarg_the_constructor_swallows_is_vacuous_not_green(pytest
 def test_diagnoses_belong_to_the_run_and_a_compiled_only_difference_is_one_red(session):
     out, report, _ = session
     outcomes = _outcomes(out, "noisysgd-default-cpu")
-    assert outcomes == {"parity": "FAILED", "none_grads": "SKIPPED", "state_dict": "SKIPPED", "in_backward": "FAILED"}, outcomes
+    assert outcomes == {"parity": "FAILED", "none_grads": "SKIPPED", "state_dict": "SKIPPED", "in_backward": "SKIPPED"}, outcomes
     rng = "the optimizer draws random numbers in its step, and inductor's RNG is not eager's"
     parity = out[out.index("[parity] noisysgd-default-cpu"):]
     assert rng in parity[:parity.index("\n___")]
-    in_backward = out[out.index("[in_backward] noisysgd-default-cpu"):]
-    assert "draws from torch's global RNG in its step, and in_backward steps params in another order" in in_backward
+    # per-param stepping lands the draws elsewhere: a comparison that proves nothing, so vacuous, not a second red
+    assert re.search(r"SKIPPED .*noisysgd-default-cpu: vacuous: not comparable: the optimizer draws from torch's global "
+                     r"RNG in its step, and in_backward steps params in another order", out)
     [record] = [r for r in report["items"] if r["case"] == "noisysgd-default-cpu" and r["check"] == "none_grads"]
     assert record["verdict"]["kind"] == "blocked" and record["verdict"]["rung"] == "compiled_matches", record["verdict"]
     assert rng in record["verdict"]["cause"]
@@ -278,7 +279,7 @@ def test_every_red_says_whose_doing_it_is_and_how_to_see_it_again(session):
     noisy = out[out.index("[parity] noisysgd-default-cpu"):]
     noisy = noisy[:noisy.index("\n___")]
     assert "reproduce: pytest --optim-spec specs/noisy.yaml -k 'noisysgd-default-cpu and parity'" in noisy
-    in_backward = out[out.index("[in_backward] noisysgd-default-cpu"):]
-    in_backward = in_backward[:in_backward.index("\n___")]
-    assert "whose doing: the optimizer's, by this check's verdict" in in_backward
-    assert "reproduce: pytest --optim-spec specs/noisy.yaml -k 'noisysgd-default-cpu and in_backward'" in in_backward
+    idle = out[out.index("[parity] idlesgd-default-cpu"):]
+    idle = idle[:idle.index("\n___")]
+    assert "whose doing: the optimizer's, by this check's verdict" in idle
+    assert "reproduce: pytest --optim-spec specs/idle.yaml -k 'idlesgd-default-cpu and parity'" in idle

@@ -85,3 +85,18 @@ def test_equal_regimes_of_a_case_are_one_run(tmp_path):
     assert runs.run(case, Regime(steps=3)) is not first
     runs.release(case)
     assert runs.run(case, Regime(steps=2)) is not first
+
+
+def test_the_comparison_compares_an_objects_fields_not_its_identity():
+    """A param group may hold an object of the optimizer's (kron_torch's ProbScheduler): two runs
+    never hold the same one, so identity equality would call every such run different."""
+    from pytest_optimtest.harness.compare import value_differences
+    from pytest_optimtest.spec.schema import Tolerance
+
+    class Schedule:
+        def __init__(self, p: float) -> None:
+            self.p, self.steps = p, 3
+
+    tol = Tolerance(atol=1e-5, rtol=1e-6)
+    assert value_differences("g", {"s": Schedule(0.5)}, {"s": Schedule(0.5)}, tol) == []
+    assert value_differences("g", {"s": Schedule(0.5)}, {"s": Schedule(0.7)}, tol) == ["g['s'].__dict__['p']: compiled 0.7 != eager 0.5"]

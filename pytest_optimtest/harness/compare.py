@@ -69,7 +69,17 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
         ok = expected == actual or (expected != expected and actual != actual) \
             or abs(expected - actual) <= tol.atol + tol.rtol * abs(expected)
         return [] if ok else [f"{where}: {new} {actual!r} != {ref} {expected!r}"]
+    if _by_identity(expected) and type(expected) is type(actual):  # two runs' objects are never the same object:
+        return value_differences(f"{where}.__dict__", vars(expected), vars(actual), tol, labels)  # compare their fields
     return [] if expected == actual else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
+
+
+def _by_identity(value: Any) -> bool:
+    """An instance whose class keeps object's identity equality and has plain fields to compare
+    instead (a schedule object in a param group, say; one level deep, so no cycle is followed)."""
+    return (type(value).__eq__ is object.__eq__ and hasattr(value, "__dict__") and not callable(value)
+            and not any(hasattr(field, "__dict__") and not callable(field) and not isinstance(field, torch.Tensor)
+                        for field in vars(value).values()))
 
 
 def non_finite(params: dict[str, torch.Tensor]) -> list[str]:
