@@ -93,9 +93,12 @@ def test_the_comparison_compares_an_objects_fields_not_its_identity():
     from pytest_optimtest.harness.compare import value_differences
     from pytest_optimtest.spec.schema import Tolerance
 
-    class Schedule:
+    class Schedule:  # callable, holding a function bound to itself, as kron's holds its compiled schedule
         def __init__(self, p: float) -> None:
-            self.p, self.steps = p, 3
+            self.p, self.steps, self._schedule = p, 3, self.__call__
+
+        def __call__(self, n: int) -> float:
+            return self.p * n
 
     tol = Tolerance(atol=1e-5, rtol=1e-6)
     assert value_differences("g", {"s": Schedule(0.5)}, {"s": Schedule(0.5)}, tol) == []

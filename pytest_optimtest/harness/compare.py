@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -70,16 +71,21 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
             or abs(expected - actual) <= tol.atol + tol.rtol * abs(expected)
         return [] if ok else [f"{where}: {new} {actual!r} != {ref} {expected!r}"]
     if _by_identity(expected) and type(expected) is type(actual):  # two runs' objects are never the same object:
-        return value_differences(f"{where}.__dict__", vars(expected), vars(actual), tol, labels)  # compare their fields
+        return value_differences(f"{where}.__dict__", _state(expected), _state(actual), tol, labels)  # compare state
     return [] if expected == actual else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
 
 
 def _by_identity(value: Any) -> bool:
-    """An instance whose class keeps object's identity equality and has plain fields to compare
-    instead (a schedule object in a param group, say; one level deep, so no cycle is followed)."""
-    return (type(value).__eq__ is object.__eq__ and hasattr(value, "__dict__") and not callable(value)
-            and not any(hasattr(field, "__dict__") and not callable(field) and not isinstance(field, torch.Tensor)
-                        for field in vars(value).values()))
+    """An instance whose class keeps object's identity equality and whose state is plain data to
+    compare instead (a schedule object in a param group, say; one level deep, so no cycle is followed)."""
+    return (type(value).__eq__ is object.__eq__ and hasattr(value, "__dict__") and not inspect.isroutine(value)
+            and not isinstance(value, type)
+            and not any(hasattr(field, "__dict__") and not isinstance(field, torch.Tensor) for field in _state(value).values()))
+
+
+def _state(value: Any) -> dict[str, Any]:
+    """An object's fields, less its callables (behaviour, often bound to the object itself)."""
+    return {name: field for name, field in vars(value).items() if not callable(field)}
 
 
 def non_finite(params: dict[str, torch.Tensor]) -> list[str]:
