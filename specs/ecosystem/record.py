@@ -13,6 +13,7 @@ Run it on specs that hold no recorded rules yet (it appends; it does not merge).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -24,6 +25,13 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _verdict(reason: str) -> str:
+    """The red's text without its item header, and with paths as any checkout and environment show them."""
+    reason = re.sub(r"^\[\w+\] \S+ \([^)]*\) ", "", reason)
+    reason = re.sub(r"\S*/(specs/ecosystem/)", r"\1", reason)
+    return re.sub(r"\S*/site-packages/", "site-packages/", reason)
+
+
 def rules(records: list[dict], release: str) -> dict[str, list[str]]:
     """spec path -> the YAML lines of its rules, xfails then skips."""
     found: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"xfail": [], "skip": []})
@@ -33,7 +41,7 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
         fuzz = r["check"].startswith("fuzz_")
         command = f"pytest --optim-spec {r['spec']} -k '{r['case']} and {r['check']}'"
         reason = (f"{'found by Hypothesis (not asserted: its examples are random)' if fuzz else 'observed'} on torch "
-                  f"{release} {r['device']}: {r['reason'][:500]} Repro: {command}")
+                  f"{release} {r['device']}: {_verdict(r['reason'])[:500]} Repro: {command}")
         found[r["spec"]]["skip" if fuzz else "xfail"] += [
             f"  - cases: {_quoted(r['case'])}", f"    checks: [{r['check']}]", f"    devices: [{r['device']}]",
             f"    torch: ['{release}']", f"    reason: {_quoted(reason)}"]
