@@ -29,7 +29,7 @@ from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
 from .harness.blame import blame
 from .harness.diagnosis import not_comparable, run_diagnoses
-from .harness.ladder import RungFailure
+from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
 from .spec.case import Case
@@ -234,11 +234,19 @@ class OptimtestSession:
                 _raise_blocked(item, failure, kind)
             try:
                 result = self._run_check(item.check, item.case)
-            except AssertionError as exc:  # a verdict the case's RNG use makes meaningless is vacuous, not red
-                vacuous = self._not_comparable(item, exc)
-                if vacuous is None:
+            except AssertionError as exc:
+                vacuous = self._not_comparable(item, exc)  # a verdict the case's RNG use makes meaningless
+                if vacuous is not None:
+                    raise vacuous from exc
+                failure = self._parity_failed(item)  # a red that parity's compiled-only difference explains
+                if failure is None:
                     raise
-                raise vacuous from exc
+                verdict = {"kind": "blocked", **failure.as_record()}
+                _raise_blocked(item, failure, "blocked")
+            except NotApplicable as exc:  # a check's own "blocked by" (a compiled half, the sharded run) that the spec
+                if str(exc).startswith("blocked by") and item.get_closest_marker("xfail") is not None:  # declares failing
+                    raise AssertionError(str(exc)) from exc
+                raise
             self.outcomes[key] = None
             if isinstance(result, Verdict):
                 evidence = result.evidence
@@ -266,6 +274,15 @@ class OptimtestSession:
                 metrics = {**metrics, "diagnoses": sorted({*metrics.get("diagnoses", []), *item.diagnoses})}
             item.user_properties[:] = [(reporting.RECORD_KEY, reporting.record(item, metrics, verdict, evidence))]
 
+    def _parity_failed(self, item: CheckItem) -> RungFailure | None:
+        """The case's failed compiled_matches rung, for a red of a check that compares compiled values with
+        eager ones: the same compiled-only difference, told once, by parity (which runs for this case)."""
+        if item.check == "parity" or not isinstance(item.case, Case) or item.case.key not in self.parity_runs \
+                or not set(COMPARED_COMPILED) <= set(self.registry[item.check].ladder):
+            return None
+        failure = self.runs.ladder(item.case).first_failure(("compiled_matches",))
+        return failure if failure is not None and failure.rung == "compiled_matches" else None
+
     def _not_comparable(self, item: CheckItem, exc: AssertionError) -> Vacuous | None:
         if not isinstance(item.case, Case) or blame(exc).owner != "pytest-optimtest":  # not a check's verdict
             return None
@@ -277,7 +294,7 @@ class OptimtestSession:
             return []
         try:
             ladder = self.runs.ladder(item.case)
-            compares_compiled = "compiled_matches" in self.registry[item.check].ladder  # the compiled run's values matter
+            compares_compiled = set(COMPARED_COMPILED) <= set(self.registry[item.check].ladder)  # its values matter
             compiled = self.runs.peek("compiled", item.case) if compares_compiled else None
             return run_diagnoses(item.check, compiled, ladder.draws)
         except Exception:  # noqa: BLE001  # a diagnosis is evidence beside the verdict, never a second failure

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..harness.compare import dynamo_group_keys
 from ..harness.compiled_run import CompiledRun
-from ..harness.ladder import COMPARED_COMPILED, compiled_mismatch
+from ..harness.ladder import PARITY, compiled_mismatch
 from ..harness.vacuity import require_moved
 from .base import Check, Verdict
 
@@ -65,4 +65,4 @@ def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 
 CHECK = Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes",
-              metrics=parity_metrics, rungs=COMPARED_COMPILED)
+              metrics=parity_metrics, rungs=PARITY)
