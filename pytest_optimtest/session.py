@@ -234,19 +234,19 @@ class OptimtestSession:
                 _raise_blocked(item, failure, kind)
             try:
                 result = self._run_check(item.check, item.case)
-            except AssertionError as exc:
-                vacuous = self._not_comparable(item, exc)  # a verdict the case's RNG use makes meaningless
-                if vacuous is not None:
-                    raise vacuous from exc
-                failure = self._parity_failed(item)  # a red that parity's compiled-only difference explains
-                if failure is None:
-                    raise
-                verdict = {"kind": "blocked", **failure.as_record()}
-                _raise_blocked(item, failure, "blocked")
             except NotApplicable as exc:  # a check's own "blocked by" (a compiled half, the sharded run) that the spec
                 if str(exc).startswith("blocked by") and item.get_closest_marker("xfail") is not None:  # declares failing
                     raise AssertionError(str(exc)) from exc
                 raise
+            except Exception as exc:
+                vacuous = self._not_comparable(item, exc) if isinstance(exc, AssertionError) else None
+                if vacuous is not None:  # a verdict the case's RNG use makes meaningless
+                    raise vacuous from exc
+                failure = self._parity_failed(item)  # a red where the case's compiled step already differs: parity's
+                if failure is None:
+                    raise
+                verdict = {"kind": "blocked", **failure.as_record()}
+                _raise_blocked(item, failure, "blocked")
             self.outcomes[key] = None
             if isinstance(result, Verdict):
                 evidence = result.evidence
