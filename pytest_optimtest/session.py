@@ -278,10 +278,15 @@ class OptimtestSession:
         """The case's failed compiled_matches rung, for a red of a check that compares compiled values with
         eager ones: the same compiled-only difference, told once, by parity (which runs for this case)."""
         if item.check == "parity" or not isinstance(item.case, Case) or item.case.key not in self.parity_runs \
-                or not set(COMPARED_COMPILED) <= set(self.registry[item.check].ladder):
+                or not self._compares_compiled(item.check):
             return None
         failure = self.runs.ladder(item.case).first_failure(("compiled_matches",))
         return failure if failure is not None and failure.rung == "compiled_matches" else None
+
+    def _compares_compiled(self, check: str) -> bool:
+        """Whether the check compares compiled values with eager ones (the compiled run's diagnoses and
+        parity's compiled_matches are about it)."""
+        return set(COMPARED_COMPILED) <= set(self.registry[check].ladder)
 
     def _not_comparable(self, item: CheckItem, exc: AssertionError) -> Vacuous | None:
         if not isinstance(item.case, Case) or blame(exc).owner != "pytest-optimtest":  # not a check's verdict
@@ -294,8 +299,7 @@ class OptimtestSession:
             return []
         try:
             ladder = self.runs.ladder(item.case)
-            compares_compiled = set(COMPARED_COMPILED) <= set(self.registry[item.check].ladder)  # its values matter
-            compiled = self.runs.peek("compiled", item.case) if compares_compiled else None
+            compiled = self.runs.peek("compiled", item.case) if self._compares_compiled(item.check) else None
             return run_diagnoses(item.check, compiled, ladder.draws)
         except Exception:  # noqa: BLE001  # a diagnosis is evidence beside the verdict, never a second failure
             return []

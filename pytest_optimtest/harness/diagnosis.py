@@ -36,8 +36,7 @@ def parity_diagnoses(run: Any) -> list[str]:
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an
 # optimizer that draws from torch's global RNG lands its draws on other elements there, so a difference is not a verdict
 DRAW_ORDER_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimizers", "zero", "fsdp", "checkpoint")
-PER_PARAM_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimizers", "zero", "fsdp", "checkpoint",
-                     "distributed")
+PER_PARAM_REGIMES = (*DRAW_ORDER_REGIMES, "distributed")
 
 
 def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:

@@ -148,17 +148,15 @@ def compiled_mismatch(run: CompiledRun) -> CompiledMismatch | None:
                             + "".join(f"\n  diagnosis: {d}" for d in run.diagnoses), cause)
 
 
-def steppable(cases: Any, runs: RunCache) -> tuple[list[Any], RungFailure | None]:
-    """(the cases whose eager rungs hold, the first failure among the others): a property that drew a
-    case whose eager step fails would be a second red for the root cause that case's items show."""
-    kept, first = [], None
-    for case in cases:
-        failure = runs.ladder(case).first_failure(EAGER)
-        if failure is None:
-            kept.append(case)
-        elif first is None:
-            first = failure
-    return kept, first
+def steppable(cases: Any, runs: RunCache, property_id: str) -> list[Any]:
+    """The cases whose eager rungs hold: a property that drew a case whose eager step fails would be a
+    second red for the root cause that case's items show. NotApplicable where no case is left."""
+    failures = [runs.ladder(case).first_failure(EAGER) for case in cases]
+    kept = [case for case, failure in zip(cases, failures) if failure is None]
+    first = next((failure for failure in failures if failure is not None), None)
+    if not kept and first is not None:
+        raise NotApplicable(f"{property_id}: no case to draw: every plain case is {first.blocked()}")
+    return kept
 
 
 def probe_eager(case: Any) -> EagerProbe:

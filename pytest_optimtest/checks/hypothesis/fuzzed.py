@@ -31,10 +31,7 @@ def _drawable(fuzz, base_check: str, runs):
     cases = fuzz.drawable(base_check)
     if not cases:
         raise NotApplicable(f"{fuzz.id}: no case to draw: {base_check} is skipped or xfailed for every plain {fuzz.device} case")
-    kept, failure = steppable(cases, runs)
-    if not kept and failure is not None:
-        raise NotApplicable(f"{fuzz.id}: no case to draw: every plain case is {failure.blocked()}")
-    return kept
+    return steppable(cases, runs, fuzz.id)
 
 
 def check_fuzz_parity(fuzz, runs) -> Verdict:
