@@ -180,3 +180,57 @@ checks: [distributed]
 """)
     result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-n", "2", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
+
+
+class _Store:
+    """A process group store's set/wait, in one process."""
+
+    def __init__(self, times_out: bool = False) -> None:
+        self.keys: dict[str, str] = {}
+        self.waited: list[str] = []
+        self.times_out = times_out
+
+    def set(self, key, value):
+        self.keys[key] = value
+
+    def wait(self, keys, timeout):
+        self.waited.extend(keys)
+        if self.times_out or not all(k in self.keys for k in keys):
+            raise RuntimeError("Socket Timeout")
+
+
+def _ordered(monkeypatch, store, compile_fx):
+    from pytest_optimtest.harness import rank_compile, torch_api
+
+    monkeypatch.setattr(torch_api, "process_group_store", lambda: store)
+    monkeypatch.setattr(torch_api, "inductor_backend", lambda: compile_fx)
+    return rank_compile
+
+
+def test_rank_ordered_inductor_compiles_each_graph_on_rank_zero_first(monkeypatch):
+    store, compiled = _Store(), []
+    rank_compile = _ordered(monkeypatch, store, lambda graph, inputs: compiled.append(graph) or f"compiled {graph}")
+    zero, one = rank_compile.rank_ordered_inductor(0, "run"), rank_compile.rank_ordered_inductor(1, "run")
+    assert [zero("g0", []), zero("g1", [])] == ["compiled g0", "compiled g1"]
+    assert set(store.keys) == {"optimtest-compiled/run/0", "optimtest-compiled/run/1"} and not store.waited
+    assert [one("g0", []), one("g1", [])] == ["compiled g0", "compiled g1"]  # after rank 0's: inductor's cache has them
+    assert store.waited == ["optimtest-compiled/run/0", "optimtest-compiled/run/1"]
+    assert compiled == ["g0", "g1", "g0", "g1"]
+
+
+def test_rank_ordered_inductor_compiles_anyway_when_rank_zero_never_compiles_the_graph(monkeypatch):
+    store = _Store(times_out=True)
+    rank_compile = _ordered(monkeypatch, store, lambda graph, inputs: "compiled")
+    assert rank_compile.rank_ordered_inductor(1, "run", wait_s=0.01)("g", []) == "compiled"
+
+
+def test_rank_zero_releases_the_others_when_its_compile_raises(monkeypatch):
+    store = _Store()
+
+    def broken(graph, inputs):
+        raise RuntimeError("inductor failed")
+
+    rank_compile = _ordered(monkeypatch, store, broken)
+    with pytest.raises(RuntimeError, match="inductor failed"):
+        rank_compile.rank_ordered_inductor(0, "run")("g", [])
+    assert store.keys == {"optimtest-compiled/run/0": "done"}

@@ -151,7 +151,7 @@ class ClosureCompiles:
 
 
 def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False,
-                 backend: str = "inductor", closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:
+                 backend: str | Callable[..., Any] = "inductor", closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:
     """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do.
     A closure runs outside the step's trace (its own frames still compile), counted into
     `closure_compiles`: graphs of the closure are not evidence that the step compiled."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,6 +27,7 @@ from .devices import seed_all
 from .distributed_run import on_rank, rank_backend
 from .distributed_run import unavailable_reason as unavailable_reason  # the same rank pools, the same limits
 from .isolation import isolated_case
+from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
 from .snapshot import SIMPLE, frozen_tensor, snapshot
 
@@ -73,6 +75,7 @@ class _Train:
     batches: list[torch.Tensor]
     compiled: bool
     checkpoint: str | None  # save the state here after `iterations` batches, then train on through the rest
+    run_key: str = ""  # names the run on the process group's store (rank-ordered compiles)
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def run_fsdp(case: Case, pools: RankPools | None = None) -> FsdpRun:
     folder = tempfile.TemporaryDirectory(prefix="optimtest-dcp-")
     start = time.perf_counter()
     eager = _on_ranks(case, _Train(case, batches, False, folder.name), pools)
-    compiled = _on_ranks(case, _Train(case, batches[:spec.iterations], True, None), pools) if section.compiled else None
+    compiled = _on_ranks(case, _Train(case, batches[:spec.iterations], True, None, uuid.uuid4().hex), pools) if section.compiled else None
     seconds = time.perf_counter() - start
     with isolated_case(case):
         seed_all(case.seed)
@@ -134,7 +137,7 @@ def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
     case = on_rank(payload.case, rank)
     torch_api.reset_compile_state()
     with torch_api.recording_recompiles() as recompiles:
-        result = _guarded(lambda: _train_sharded(case, payload, world_size))
+        result = _guarded(lambda: _train_sharded(case, payload, rank, world_size))
     result.recompiles, result.graphs = list(recompiles), torch_api.captured_graph_count()
     torch_api.reset_compile_state()
     return result
@@ -146,7 +149,7 @@ def resume_main(payload: _Resume, rank: int, world_size: int) -> Trained:
     return _guarded(lambda: _resume(replace(payload, case=case), _mesh(case, world_size)))
 
 
-def _train_sharded(case: Case, payload: _Train, world_size: int) -> Trained:
+def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> Trained:
     seed_all(case.seed)
     model = build_model(case)
     try:
@@ -155,7 +158,7 @@ def _train_sharded(case: Case, payload: _Train, world_size: int) -> Trained:
         return Trained(unshardable=f"{type(exc).__name__}: {exc}")
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
-    step = compile_step(optimizer) if payload.compiled else optimizer.step
+    step = compile_step(optimizer, backend=rank_ordered_inductor(rank, payload.run_key)) if payload.compiled else optimizer.step
     iterations = case.distributed.iterations
     _train(case, model, optimizer, step, scheduler, payload.batches[:iterations])
     trained = _trained(model, optimizer, scheduler)

@@ -313,6 +313,20 @@ def mod_tracker() -> Any:
     return ModTracker()
 
 
+def process_group_store() -> Any:
+    """The default process group's key-value store (its rendezvous store, under the group's prefix)."""
+    import torch.distributed.distributed_c10d as c10d
+
+    return c10d._get_default_store()
+
+
+def inductor_backend() -> Callable[..., Any]:
+    """Inductor as a callable torch.compile backend (what backend="inductor" names)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx
+
+
 # FSDP2 and torch.distributed.checkpoint: public since torch 2.6, imported where used (heavy, and
 # only the fsdp and checkpoint checks need them).
 

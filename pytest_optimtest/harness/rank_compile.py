@@ -1,0 +1,43 @@
+"""Inductor on N ranks that compile the same graphs: rank 0 compiles each graph first, and the other
+ranks, waiting for it, find the graph in inductor's on-disk cache instead of compiling it again at
+the same moment. Sharded params of equal shards trace to equal graphs, so a compiled FSDP run costs
+one rank's compile, not N of them; what runs is the same inductor code either way.
+
+No deadlock: every rank compiles its k-th graph at the same point of the same program, so rank 0
+reaches that point whatever the others wait for. Where the ranks' programs differ (a graph only one
+rank compiles), the wait times out and the rank compiles on its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from . import torch_api
+
+WAIT_S = 120.0  # at most this long for rank 0's graph; then compile it here
+
+
+def rank_ordered_inductor(rank: int, run_key: str, wait_s: float = WAIT_S) -> Callable[..., Any]:
+    """A torch.compile backend: inductor, each graph compiled on rank 0 before the other ranks.
+    `run_key` names this run on the process group's store (unique per run: the store outlives it)."""
+    store = torch_api.process_group_store()
+    compile_fx = torch_api.inductor_backend()
+    graph_numbers = itertools.count()
+
+    def backend(graph: Any, example_inputs: Any) -> Any:
+        key = f"optimtest-compiled/{run_key}/{next(graph_numbers)}"
+        if rank != 0:
+            try:
+                store.wait([key], timedelta(seconds=wait_s))
+            except Exception:  # noqa: BLE001 - the store's timeout error: compile this graph here, uncached
+                pass
+            return compile_fx(graph, example_inputs)
+        try:
+            return compile_fx(graph, example_inputs)
+        finally:  # raised or not: the other ranks go on (and meet the same error themselves)
+            store.set(key, "done")
+
+    return backend
