@@ -5,12 +5,15 @@ sys.path.insert(0, str(Path(__file__).parent))  # planted.py and helpers.py
 
 import pytest
 
+PYTESTER_ADDOPTS = "-p no:randomly --optim-device cpu"
+
 
 @pytest.fixture
 def pytester(pytester, monkeypatch):
-    """pytester runs get the suite's fixed order (pytester clears PYTEST_ADDOPTS first); tests
-    about random order pass `-p randomly`."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    """pytester runs get the suite's fixed order (pytester clears PYTEST_ADDOPTS first), and CPU cases
+    only: the counts the tests expect are CPU's, on a contributor's GPU machine too. Tests about
+    random order pass `-p randomly`, those about devices pass their own `--optim-device` (it wins)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", PYTESTER_ADDOPTS)
     return pytester
 
 

@@ -56,7 +56,8 @@ def test_collects_readable_stable_ids(pytester, specs):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")
-def test_absent_devices_are_not_generated_and_the_header_says_so(pytester, specs):
+def test_absent_devices_are_not_generated_and_the_header_says_so(pytester, specs, monkeypatch):
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")  # the spec's own devices, not the suite's CPU default
     specs(sgd=SGD_SPEC)
     result = pytester.runpytest_inprocess("--optim-spec", "specs", "--collect-only", "-q")
     result.stdout.fnmatch_lines([
