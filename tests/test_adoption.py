@@ -151,7 +151,7 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
     pytester.makefile(".yaml", sgd=SGD.replace('"*": 99', '"*": 8').replace("sgd-momentum", "x"))
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    first = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-report", "base.json", "-k", "not kernel_count")
+    first = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-report", "base.json", "-k", "default and not kernel_count")
     first.stdout.fnmatch_lines(["*optimtest summary per spec*", "spec * passed * kernels * speedup", "sgd.yaml *"])
     report = json.loads((pytester.path / "base.json").read_text())
     parity = next(r for r in report["items"] if r["check"] == "parity" and r["case"] == "sgd-default-cpu")
@@ -163,19 +163,19 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
             if label in gate:
                 gate[label] -= 1
     (pytester.path / "old.json").write_text(json.dumps(report))
-    gated = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", "not kernel_count")
+    gated = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", "default and not kernel_count")
     assert gated.ret == 1
     out = gated.stdout.str()
     assert "regression(s) against old.json:" in out
     assert "  sgd-default-cpu [parity]: generated kernels 3 -> 4" in out  # SGD's step: 4 kernels on 2.13 CPU
     assert "  sgd-default-cpu [recompile]: recompiles 0 -> 1" in out
-    same = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "base.json", "-k", "not kernel_count")
+    same = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "base.json", "-k", "default and not kernel_count")
     assert same.ret == 0
     same.stdout.fnmatch_lines(["optimtest: no regression against base.json (generated kernels, recompiles, *"])
     for item in report["items"]:  # a baseline without gate numbers (an older report) fails, never passes silently
         item["metrics"].pop("gate", None)
     (pytester.path / "old.json").write_text(json.dumps(report))
-    older = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", "not kernel_count")
+    older = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", "default and not kernel_count")
     assert older.ret == 1 and "the baseline holds no gate numbers for it" in older.stdout.str()
 
 
