@@ -31,6 +31,7 @@ from .harness.blame import blame
 from .harness.diagnosis import not_comparable, run_diagnoses
 from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
+from .harness.vacuity import Blocked
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
 from .spec.case import Case
 
@@ -234,8 +235,8 @@ class OptimtestSession:
                 _raise_blocked(item, failure, kind)
             try:
                 result = self._run_check(item.check, item.case)
-            except NotApplicable as exc:  # a check's own "blocked by" (a compiled half, the sharded run) that the spec
-                if str(exc).startswith("blocked by") and item.get_closest_marker("xfail") is not None:  # declares failing
+            except Blocked as exc:  # a check's own "blocked by" (a compiled half, the sharded run)
+                if item.get_closest_marker("xfail") is not None:  # that the spec declares failing: fails as declared
                     raise AssertionError(str(exc)) from exc
                 raise
             except Exception as exc:
@@ -421,7 +422,7 @@ def _raise_blocked(item: CheckItem, failure: RungFailure, kind: str) -> None:
         # (strict: once the rung holds again, the check runs, and a pass tells the author to drop the xfail)
         raise AssertionError(failure.blocked())
     if kind == "blocked":
-        raise NotApplicable(failure.blocked())
+        raise Blocked(failure.blocked())
     item.root_cause = failure
     raise failure.error if failure.error is not None else AssertionError(failure.cause)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..harness.compare import listed, value_differences
-from ..harness.vacuity import require_moved
+from ..harness.vacuity import Blocked, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
@@ -75,7 +75,7 @@ def check_distributed(case: Any, runs: Any) -> Verdict:
     _report(f"{case.id}: after {case.distributed.iterations} train steps on a global batch of "
             f"{case.distributed.batch} (DDP: {ws} {run.backend} ranks x {case.distributed.batch // ws}):", sections)
     if alone:
-        raise NotApplicable(f"blocked by compiled_matches: in one process the compiled train step differs from eager "
+        raise Blocked(f"blocked by compiled_matches: in one process the compiled train step differs from eager "
                             f"({len(alone)} params; parity's red); eager DDP on {ws} ranks matches one process")
     return Verdict(f"{len(ddp)} params equal: compiled train step ({run.graph_count} graphs, {len(run.graph_breaks)} "
                    f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol",

@@ -11,7 +11,7 @@ from pydantic import Field
 from ..harness.compare import listed, snapshot_differences
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
-from ..harness.vacuity import Vacuous, require_moved
+from ..harness.vacuity import Blocked, Vacuous, require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
@@ -84,7 +84,7 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
         compiled = _differences(f"compiled, sharded on {ws} ranks", run.reference, run.compiled, tol)
         blocked = runs.ladder(case).first_failure(("compiled_matches",)) if compiled and not eager else None
         if blocked is not None:  # the step compiles wrong over whole params too: parity's red, not the shards'
-            raise NotApplicable(blocked.blocked() + "; the eager step over the same shards matches one process")
+            raise Blocked(blocked.blocked() + "; the eager step over the same shards matches one process")
         problems += [f"compiled sharded: {d}" for d in compiled]
         if compiled and not eager:
             problems.append("the eager step over the same shards matches, and the compiled step over whole params matches "
@@ -112,7 +112,7 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
 def check_checkpoint(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     if run.eager.error and "fsdp" in case.checks:  # the one sharded run both read: fsdp's red, not a second one
-        raise NotApplicable(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
+        raise Blocked(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
                             f"{run.eager.error.splitlines()[0]}")
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
     tol, steps, ws = _tolerance(case), case.distributed.iterations, run.world_size

@@ -20,6 +20,11 @@ class NotApplicable(Exception):
     """The check cannot say anything about this case; the reason is reported as a skip."""
 
 
+class Blocked(NotApplicable):
+    """Another item's red already says why this check cannot pass (a failed rung, or the run it reads
+    failing for the check that owns it): one root cause, one red; this item is skipped as blocked by it."""
+
+
 class Vacuous(NotApplicable):
     """The comparison ran but proves nothing (nothing moved, the run diverged): a skip that is
     counted as vacuous, and a failure under --optim-strict or the spec's `strict: true`."""
