@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..harness.vacuity import NotApplicable as NotApplicable  # raised by checks; defined where the harness raises it too
 from ..harness.vacuity import Vacuous as Vacuous
+from ..harness.vacuity import Blocked as Blocked
 from ..harness.ladder import EAGER
 from ..spec.case import Variant
 

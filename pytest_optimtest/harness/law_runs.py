@@ -5,6 +5,8 @@ one that never gets a grad."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +24,35 @@ LAW_PARAMS: dict[str, tuple[int, ...]] = {"weight": (6, 5), "bias": (6,), "empty
                                           "frozen": (3, 4), "never": (4,)}
 SOMETIMES_NONE = 1  # 0-based step
 FROZEN_UNTIL = 3
+
+
+LR_PROBES = (1.0, 10.0, 100.0)  # a law whose params barely move (bf16) retries at these multiples of the case's lr
+
+
+def lr_scaled(case: Any, factor: float) -> Any:
+    """The case with its lr (the constructor's default where the spec gives none) times `factor`;
+    None where there is no number to scale (no lr, or one that is not a plain or tensor number)."""
+    if factor == 1.0:
+        return case
+    lr = case.kwargs.get("lr", _default_lr(case))
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        return replace(case, kwargs={**case.kwargs, "lr": lr * factor})
+    if isinstance(lr, dict) and isinstance(lr.get("tensor"), (int, float)) and len(lr) == 1:
+        return replace(case, kwargs={**case.kwargs, "lr": {"tensor": lr["tensor"] * factor}})
+    return None
+
+
+def lr_probes(case: Any) -> list[tuple[float, Any]]:
+    """(factor, case) for each of LR_PROBES the case's lr can be scaled by."""
+    return [(f, scaled) for f in LR_PROBES if (scaled := lr_scaled(case, f)) is not None]
+
+
+def _default_lr(case: Any) -> Any:
+    try:
+        parameter = inspect.signature(resolve(case.optimizer)).parameters.get("lr")
+    except (TypeError, ValueError):
+        return None
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
 
 def has_grad(name: str, step: int) -> bool:
@@ -92,19 +123,25 @@ Groups = list[tuple[list[str], dict[str, Any]]]  # (param names, group options)
 
 def law_trajectory(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, torch.Tensor | None]],
                    overrides: dict[str, Any] | None = None, groups: Groups | None = None,
-                   scale_lr: tuple[int, float] | None = None) -> LawTrajectory:
+                   scale_lr: tuple[int, float] | None = None,
+                   before_step: Callable[[Any, int, dict[str, torch.nn.Parameter]], None] | None = None,
+                   start: list[str] | None = None) -> LawTrajectory:
     """The case's optimizer (kwargs overridden by spec values; in explicit `groups` if given) over a
     copy of `params`, one step per entry of `grads`. `scale_lr` (k, factor): group 0's lr is scaled
-    by factor after k steps, as a scheduler does (in place for a tensor lr)."""
+    by factor after k steps, as a scheduler does (in place for a tensor lr). `before_step(optimizer,
+    index, params)` runs before each step's grads are set (what a user does between steps). `start`:
+    the params the optimizer is built over (all by default; the rest can join through before_step)."""
     if overrides:
         case = replace(case, kwargs={**case.kwargs, **overrides})
     own = copy_params(params)
-    optimizer = _grouped(case, own, groups) if groups else make_optimizer(case, list(own.items()))
+    optimizer = _grouped(case, own, groups) if groups else make_optimizer(case, [(n, own[n]) for n in start or own])
     names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}
     snapshots = [snapshot(optimizer, names)]
     for index, step_grads in enumerate(grads):
         if scale_lr is not None and scale_lr[0] == index:
             _scale_lr(optimizer.param_groups[0], scale_lr[1])
+        if before_step is not None:
+            before_step(optimizer, index, own)
         for name, p in own.items():
             grad = step_grads[name]
             p.grad = None if grad is None else grad.clone()

@@ -6,11 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..spec.case import Case
+from ..spec.schema import Tolerance
 from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
+from .hyperparameter_runs import HyperparameterProbe, probe_hyperparameters
 from .ladder import Ladder
+from .observed_run import ObservedRun, observed_run
 from .ranks import RankPools
 from .runner import Regime, Run, run
 
@@ -55,6 +58,16 @@ class RunCache:
     def fsdp(self, case: Case) -> FsdpRun:
         """The FSDP2-sharded runs of `case` and its one-process reference (fsdp, checkpoint)."""
         return self._get("fsdp", case, lambda c: run_fsdp(c, self.rank_pools))
+
+    def observed(self, case: Case, steps: int, min_ndim: int, tol: Tolerance, floor: float) -> ObservedRun:
+        """The observed eager run of the law params and its twin (grads, closure, state size, RNG,
+        hooks and determinism laws)."""
+        return self._get("observed", case, lambda c: observed_run(c, steps, min_ndim, tol, floor))
+
+    def hyperparameters(self, case: Case, steps: int, min_ndim: int, tol: Tolerance, floor: float) -> HyperparameterProbe:
+        """Each of the case's hyperparameters moved to a value that visibly changes its run (the
+        group_hyperparameters and changed_hyperparameters laws)."""
+        return self._get("hyperparameters", case, lambda c: probe_hyperparameters(c, steps, min_ndim, tol, floor))
 
     def _get(self, kind: Any, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.key)

@@ -9,11 +9,16 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ...spec.context import SpecContext
+from ...spec.errors import did_you_mean
 from ...spec.schema import MAX_STEPS, NAME, StrictModel, Tolerance
 from ...spec.values import takes_keyword
 from ..base import NotApplicable
 
 SECTION_KEY = "laws"
+# Laws of round two (issue 34): what every optimizer owes its users, so on unless the spec turns one
+# off, with the reason, under `laws.off`.
+ON_BY_DEFAULT = ("grads_untouched", "closure_loss", "add_param_group", "group_hyperparameters",
+                 "changed_hyperparameters", "late_joiners", "bounded_state", "determinism", "hooks")
 
 
 class Descent(StrictModel):
@@ -39,6 +44,19 @@ class Laws(StrictModel):
     min_ndim: int = Field(0, ge=0, le=6, description="give the laws' params at least this many dimensions (2: Muon)")
     empty: bool = Field(True, description="include an empty param (false: an optimizer that cannot step one)")
     tolerance: Tolerance | None = Field(None, description="for the laws' comparisons; default: the case's")
+    off: dict[str, str] = Field({}, description="laws that are on by default, turned off for this optimizer: "
+                                "law -> why, e.g. {late_joiners: 'one step counter for all params, by design'}")
+
+    @field_validator("off")
+    @classmethod
+    def _off(cls, laws: dict[str, str]) -> dict[str, str]:
+        for name, reason in laws.items():
+            if name not in ON_BY_DEFAULT:
+                raise ValueError(f"no law {name!r} is on by default{did_you_mean(name, list(ON_BY_DEFAULT))}; "
+                                 f"those are {', '.join(ON_BY_DEFAULT)}")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError(f"off[{name!r}] needs the reason it is off, as text")
+        return laws
 
     @field_validator("equivalent")
     @classmethod
@@ -83,9 +101,23 @@ def law_tolerance(case: Any) -> Tolerance:
     return laws_of(case).tolerance or case.tolerance
 
 
+def require_on(case: Any, law: str) -> None:
+    """A law of round two is on unless the spec turns it off, with its reason, and where it can run."""
+    reason = laws_of(case).off.get(law)
+    if reason is not None:
+        raise NotApplicable(f"{case.id}: law {law} is off in the spec: {reason}")
+    require_own_params(case, law)
+
+
 def require_own_params(case: Any, law: str) -> None:
     """The laws step params of their own; a constructor that takes a model or groups by name cannot have them."""
     form = case.params
     if form == "model" or (isinstance(form, list) and any(g.names is not None or g.argument for g in form)):
         raise NotApplicable(f"{case.id}: law {law} steps params of its own, and the optimizer takes its params by the "
                             "model's names or as the model (the spec's `params`)")
+
+
+def observed(case: Any, runs: Any) -> Any:
+    """The observed run the laws of round two share: twice the law's horizon (a warm-up, then a
+    window the state must not grow in)."""
+    return runs.observed(case, 2 * law_steps(case), laws_of(case).min_ndim, law_tolerance(case), case.min_movement)

@@ -1,0 +1,34 @@
+"""Law `add_param_group`: params added with `add_param_group` after some steps move, and their
+group runs as it would in a fresh optimizer built with it (fine-tuning that unfreezes layers, and
+progressive growing, add groups mid-run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...harness.ladder import MOVES
+from ..base import Blocked, Check, Verdict
+from .joiners import joiners_judged
+from .section import SECTION_KEY, Laws, law_steps, laws_of, require_on
+
+
+def check_add_param_group(case: Any, runs: Any) -> Verdict:
+    require_on(case, "add_param_group")
+    steps = law_steps(case)
+    try:
+        evidence = joiners_judged(case, runs, "add_param_group", "added", "join through add_param_group")
+    except AssertionError:
+        if "late_joiners" not in laws_of(case).off:
+            try:
+                joiners_judged(case, runs, "late_joiners", "late", "get their first grad")
+            except AssertionError as late:  # one root cause (no per-param step count, say), one red: late_joiners'
+                raise Blocked(f"{case.id}: blocked by law_late_joiners: params that start late already leave a fresh "
+                              f"optimizer's path ({str(late).splitlines()[0]}); an added group doing so too is that "
+                              "root cause") from None
+        raise
+    return Verdict(f"a group added after {steps} steps stepped {steps} steps as a fresh optimizer does; moved "
+                   f"{evidence['moved_tolerances']:.3g} tol", evidence)
+
+
+LAW_ADD_PARAM_GROUP = Check("law_add_param_group", check_add_param_group, "an added group steps as in a fresh optimizer",
+                            "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES)

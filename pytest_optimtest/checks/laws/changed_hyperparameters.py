@@ -1,0 +1,60 @@
+"""Law `changed_hyperparameters`: a numeric hyperparameter assigned to every param group between
+steps, as schedulers (momentum, betas) and users do, takes effect at the next steps. A step that
+cached it at construction, or on its first step, ignores every such schedule silently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...harness.compare import listed
+from ...harness.hyperparameter_runs import candidates, changed_between_steps
+from ...harness.ladder import MOVES
+from ..base import Blocked, Check, NotApplicable, Verdict
+from .group_hyperparameters import group_problems, hyperparameters
+from .determinism import require_deterministic
+from .section import SECTION_KEY, Laws, law_steps, laws_of, require_on
+
+
+def check_changed_hyperparameters(case: Any, runs: Any) -> Verdict:
+    require_on(case, "changed_hyperparameters")
+    require_deterministic(case, runs)
+    probe = hyperparameters(case, runs)
+    at, min_ndim = law_steps(case), laws_of(case).min_ndim
+    numeric = [m for m in probe.moved if not isinstance(m.default, bool)]
+    if not numeric:
+        raise NotApplicable(f"{case.id}: the optimizer's hyperparameters besides lr are flags, which no schedule changes")
+    judged, blocked, problems = [], [], []
+    for moved in numeric:
+        if group_problems(case, moved):  # law group_hyperparameters' red already says the group's value is not read
+            blocked.append(moved.key)
+            continue
+        judged.append(moved.key)
+        tried = [moved.value, *(v for v in candidates(moved.default) if v != moved.value)]
+        for value in tried:
+            try:
+                kept, changed = changed_between_steps(case, moved, value, at, 2 * at, min_ndim)
+            except Exception as exc:  # noqa: BLE001 - an assignment the step cannot take is the finding
+                problems.append(f"{moved.key} = {value!r} after step {at}: the next step raised {type(exc).__name__}: {exc}")
+                break
+            if any(not torch.equal(kept.params_after(s)[n], changed.params_after(s)[n])
+                   for s in range(at + 1, 2 * at + 1) for n in kept.final):
+                break
+        else:
+            problems.append(f"{moved.key}: set to each of {', '.join(map(repr, tried))} in every group after step {at}, "
+                            f"steps {at + 1}-{2 * at} ran bit for bit as with {moved.default!r}")
+    if problems:
+        raise AssertionError(f"{case.id}: law changed_hyperparameters broken: a hyperparameter assigned to the param "
+                             "groups between steps must change the next steps (schedulers and users assign them); "
+                             "the step kept the old value:" + listed(problems))
+    if not judged:
+        raise Blocked(f"{case.id}: blocked by law_group_hyperparameters: the groups' own {', '.join(blocked)} are not "
+                      "what the step reads, which that law's red says")
+    return Verdict(f"{', '.join(judged)} assigned after step {at} changed the next steps",
+                   {"changed_after_step": at, "keys": judged, "blocked_by_group_law": blocked})
+
+
+LAW_CHANGED_HYPERPARAMETERS = Check("law_changed_hyperparameters", check_changed_hyperparameters,
+                                    "a hyperparameter assigned between steps takes effect", "primary", section=Laws,
+                                    section_key=SECTION_KEY, rungs=MOVES)

@@ -1,0 +1,45 @@
+"""What the two joiner laws share: the joiners, from the step they joined, against a fresh
+optimizer over them alone."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ...harness.compare import listed, max_movement, snapshot_differences
+from ...harness.joiner_runs import JoinerRuns, joiner_runs
+from ...harness.law_runs import LR_PROBES, lr_probes
+from ..base import NotApplicable, Vacuous
+from .determinism import require_deterministic
+from .section import law_steps, law_tolerance, laws_of
+
+
+def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"], said: str) -> dict[str, Any]:
+    """The law's verdict over the joiner runs, at the case's lr or, where the joiners barely move
+    (bf16), at the first larger lr of LR_PROBES that moves them."""
+    require_deterministic(case, runs)
+    steps = law_steps(case)
+    for factor, scaled in lr_probes(case):
+        try:
+            return {**judge_joiners(scaled, law, joiner_runs(scaled, how, steps, steps, laws_of(case).min_ndim), said),
+                    "lr_factor": factor}
+        except Vacuous:
+            if factor == LR_PROBES[-1]:
+                raise
+    raise NotApplicable(f"{case.id}: law {law}: the case's lr cannot be read as a number")
+
+
+def judge_joiners(case: Any, law: str, runs: JoinerRuns, how: str) -> dict[str, Any]:
+    """Raise the law's failure where the joiners left the fresh optimizer's path; else the evidence."""
+    tol = law_tolerance(case)
+    for step, (joined, fresh) in enumerate(zip(runs.joined, runs.fresh)):
+        problems = snapshot_differences(fresh, joined, tol, ("fresh optimizer", "joined"))
+        if problems:
+            raise AssertionError(f"{case.id}: law {law} broken: params that {how} after {runs.joined_at} steps must step as a "
+                                 f"fresh optimizer over them alone does (own step counts, own state); they differ after "
+                                 f"their step {step + 1}:" + listed(problems))
+    moved = max_movement(runs.initial, runs.fresh[-1].params, tol)
+    if moved < case.min_movement:
+        raise Vacuous(f"{case.id}: vacuous: law {law}: the fresh optimizer moved the joiners at most {moved:.3g} "
+                      f"tolerances in {len(runs.fresh)} steps at {case.kwargs.get('lr', 'its default')} lr, so their agreeing "
+                      "proves nothing")
+    return {"joined_after_steps": runs.joined_at, "steps_compared": len(runs.fresh), "moved_tolerances": round(moved, 3)}

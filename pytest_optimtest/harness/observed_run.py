@@ -1,0 +1,243 @@
+"""One eager run of the law params, watched from outside the optimizer, that several laws of round
+two judge (issue 34): what the step did to the grads it was given, what `step(closure)` returned,
+the size of the state it keeps, whether it drew from Python's or NumPy's global RNG, and which step
+and state_dict hooks fired. A second, identical run is the determinism law's twin."""
+
+from __future__ import annotations
+
+import pickle
+import random
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from .builder import make_optimizer, requires_closure, takes_closure
+from .devices import seed_all
+from .isolation import isolated_case
+from ..spec.schema import Tolerance
+from .compare import max_movement
+from .law_runs import copy_params, law_grads, law_params, lr_probes
+from .snapshot import OptimizerSnapshot, snapshot
+
+MARKER = "optimtest_state_dict_hook"  # what our state_dict post-hook adds, and the load pre-hook must see
+SIZE_DEPTH = 4  # how deep state containers are walked for their sizes
+
+
+@dataclass
+class Observation:
+    """What one run of the case's optimizer did, step by step."""
+
+    steps: int
+    closure_steps: list[int] = field(default_factory=list)  # 0-based steps that passed a closure
+    grad_problems: list[str] = field(default_factory=list)  # "step 2: 'weight'.grad ..." in the order seen
+    grads_checked: int = 0
+    returned: list[tuple[int, Any, list[Any]]] = field(default_factory=list)  # (step, step's return, closure's returns)
+    sizes: list[dict[str, int]] = field(default_factory=list)  # after each step: state path -> bytes or length
+    rng_used: list[str] = field(default_factory=list)  # "step 1 drew from Python's random", ...
+    numpy_checked: bool = False
+    hook_calls: list[str] = field(default_factory=list)  # "pre 0", "post 0", ... ("step_hooks" absent: no such API)
+    state_dict_hooks: dict[str, Any] = field(default_factory=dict)
+    hooks_supported: bool = True
+    initial: dict[str, torch.Tensor] = field(default_factory=dict)
+    final: OptimizerSnapshot | None = None
+
+
+@dataclass
+class ObservedRun:
+    """The observed run and its twin (same seed, same grads, a fresh optimizer), and the multiple
+    of the case's lr they ran at (the first of LR_PROBES that moved the params `floor` tolerances)."""
+
+    run: Observation
+    twin: Observation
+    lr_factor: float = 1.0
+
+
+def observed_run(case: Any, steps: int, min_ndim: int, tol: Tolerance, floor: float) -> ObservedRun:
+    """Two identical eager runs of `steps` steps over the law params (no empty one), every param
+    with a grad at every step. A step that takes an optional closure gets one at every odd step
+    (both paths are users'), a step that requires one at every step. Where the params move less
+    than `floor` tolerances, the runs are redone at a larger lr (LR_PROBES), so that what the laws
+    compare is evidence."""
+    observed = None
+    for factor, scaled in lr_probes(case):
+        observed = _observed(scaled, steps, min_ndim)
+        observed.lr_factor = factor
+        if observed.run.final is not None and max_movement(observed.run.initial, observed.run.final.params, tol) >= floor:
+            break
+    return observed or _observed(case, steps, min_ndim)
+
+
+def _observed(case: Any, steps: int, min_ndim: int) -> ObservedRun:
+    with isolated_case(case):
+        params = law_params(case, min_ndim, empty=False)
+        grads = law_grads(case, steps, params, scheduled=False)
+        numpy = _numpy()
+        numpy_state = numpy.random.get_state() if numpy else None
+        python_state = random.getstate()
+        try:
+            return ObservedRun(_observe(case, params, grads, numpy), _observe(case, params, grads, numpy))
+        finally:  # a guest in the user's session: their RNGs as they left them
+            random.setstate(python_state)
+            if numpy is not None:
+                numpy.random.set_state(numpy_state)
+
+
+def _numpy() -> ModuleType | None:
+    """NumPy where installed: torch does not require it, so it is imported here, only when a law runs."""
+    if "numpy" in sys.modules:
+        return sys.modules["numpy"]
+    try:
+        import numpy  # optional: only to watch its global RNG
+    except ImportError:
+        return None
+    return numpy
+
+
+def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, Any]],
+             numpy: ModuleType | None) -> Observation:
+    own = copy_params(params)
+    optimizer = make_optimizer(case, list(own.items()))
+    names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}
+    seen = Observation(steps=len(grads), numpy_checked=numpy is not None, initial=snapshot(optimizer, names).params)
+    seen.hooks_supported = all(hasattr(optimizer, h) for h in ("register_step_pre_hook", "register_step_post_hook"))
+    if seen.hooks_supported:
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.hook_calls.append(f"pre {len(seen.sizes)}"))
+        optimizer.register_step_post_hook(lambda opt, args, kwargs: seen.hook_calls.append(f"post {len(seen.sizes)}"))
+    optional, required = takes_closure(type(optimizer)), requires_closure(type(optimizer))
+    for index, step_grads in enumerate(grads):
+        with_closure = required or (optional and index % 2 == 1)
+        feed = _Feed(own, step_grads)
+        if not with_closure:
+            feed.give()
+        seed_all(case.seed + 1 + index)
+        before = _rng_states(numpy)
+        with torch.no_grad():
+            returned = optimizer.step(feed.closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
+        seen.rng_used += [f"step {index + 1} drew from {what}" for what in _rng_changes(before, _rng_states(numpy))]
+        if with_closure:
+            seen.closure_steps.append(index)
+            seen.returned.append((index, returned, feed.returns))
+        seen.grad_problems += _grad_changes(index, own, feed.given, step_grads)  # given afresh from step_grads each time
+        seen.grads_checked += len(feed.given)
+        seen.sizes.append(state_sizes(optimizer, names))
+    seen.final = snapshot(optimizer, names)
+    if seen.hooks_supported:
+        seen.state_dict_hooks = _state_dict_hooks(case, optimizer, own)
+    return seen
+
+
+class _Feed:
+    """One step's grads, given to the params (again at each call of the closure, as a closure's
+    backward would), and what the closure returned each time."""
+
+    def __init__(self, own: dict[str, torch.nn.Parameter], grads: dict[str, Any]) -> None:
+        self.own, self.grads = own, grads
+        self.given: dict[str, torch.Tensor] = {}
+        self.returns: list[Any] = []
+
+    def give(self) -> None:
+        for name, p in self.own.items():
+            self.given[name] = p.grad = self.grads[name].clone()
+
+    def closure(self) -> torch.Tensor:
+        self.give()
+        loss = sum(((p.detach().double() * self.given[n].double()).sum() for n, p in self.own.items()),
+                   torch.zeros((), dtype=torch.float64))
+        self.returns.append(loss)
+        return loss
+
+
+def _grad_changes(index: int, own: dict[str, torch.nn.Parameter], given: dict[str, torch.Tensor],
+                  values: dict[str, Any]) -> list[str]:
+    problems = []
+    for name, p in own.items():
+        if p.grad is None:
+            problems.append(f"step {index + 1}: {name!r}.grad was set to None")
+        elif p.grad is not given[name]:
+            problems.append(f"step {index + 1}: {name!r}.grad was replaced by another tensor")
+        elif not _same(p.grad, values[name]):
+            diff = (p.grad.double() - values[name].double()).abs().nan_to_num(nan=float("inf")).max().item()
+            problems.append(f"step {index + 1}: {name!r}.grad was written in place (max abs change {diff:.3g})")
+    return problems
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN where NaN was (a step may not touch a grad, even where it is NaN)."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def _rng_states(numpy: ModuleType | None) -> dict[str, bytes]:
+    states = {"Python's random": pickle.dumps(random.getstate())}
+    if numpy is not None:
+        states["NumPy's global RNG"] = pickle.dumps(numpy.random.get_state())
+    return states
+
+
+def _rng_changes(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+    return [name for name, state in before.items() if after.get(name) != state]
+
+
+def state_sizes(optimizer: Any, names: dict[Any, str]) -> dict[str, int]:
+    """Bytes of every tensor and the length of every container the optimizer keeps, by path: its
+    per-param state, and its own attributes (less param_groups and defaults)."""
+    by_id = {id(p): n for p, n in names.items()}
+    sizes: dict[str, int] = {}
+    for position, (key, value) in enumerate(optimizer.state.items()):
+        _walk(value, f"state[{by_id.get(id(key), f'#{position}')!r}]", sizes, SIZE_DEPTH)
+    for name, value in vars(optimizer).items():
+        if name not in ("state", "param_groups", "defaults"):
+            _walk(value, f"self.{name}", sizes, SIZE_DEPTH)
+    return sizes
+
+
+def _walk(value: Any, path: str, sizes: dict[str, int], depth: int) -> None:
+    if isinstance(value, torch.Tensor):
+        sizes[path] = value.numel() * value.element_size()
+    elif isinstance(value, dict):
+        sizes[f"len({path})"] = len(value)
+        for key, item in list(value.items())[:1000] if depth else ():
+            _walk(item, f"{path}[{key!r}]" if isinstance(key, (str, int)) else f"{path}[{type(key).__name__}]", sizes, depth - 1)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        sizes[f"len({path})"] = len(value)
+        if depth and not isinstance(value, (set, frozenset)):
+            for position, item in enumerate(list(value)[:1000]):
+                _walk(item, f"{path}[{position}]", sizes, depth - 1)
+
+
+def _state_dict_hooks(case: Any, optimizer: Any, own: dict[str, torch.nn.Parameter]) -> dict[str, Any]:
+    """Whether state_dict's pre and post hooks and load_state_dict's pre and post hooks ran, and
+    whether what the post hook added reached load_state_dict's pre hook. 'error': a call raised."""
+    calls: dict[str, Any] = {"state_dict_pre": 0, "state_dict_post": 0, "load_pre": 0, "load_post": 0,
+                             "marker_reached_load": False}
+    for hook in ("register_state_dict_pre_hook", "register_state_dict_post_hook", "register_load_state_dict_pre_hook",
+                 "register_load_state_dict_post_hook"):
+        if not hasattr(optimizer, hook):
+            return {"unsupported": hook}
+
+    def post(opt: Any, state: dict[str, Any]) -> dict[str, Any]:
+        calls["state_dict_post"] += 1
+        return {**state, MARKER: True}
+
+    def load_pre(opt: Any, state: dict[str, Any]) -> dict[str, Any]:
+        calls["load_pre"] += 1
+        calls["marker_reached_load"] = MARKER in state
+        return {k: v for k, v in state.items() if k != MARKER}
+
+    handles = [optimizer.register_state_dict_pre_hook(lambda opt: calls.__setitem__("state_dict_pre", calls["state_dict_pre"] + 1)),
+               optimizer.register_state_dict_post_hook(post)]
+    try:
+        state = optimizer.state_dict()
+        calls["marker_in_state_dict"] = MARKER in state
+        fresh = make_optimizer(case, list(copy_params(own).items()))
+        fresh.register_load_state_dict_pre_hook(load_pre)
+        fresh.register_load_state_dict_post_hook(lambda opt: calls.__setitem__("load_post", calls["load_post"] + 1))
+        fresh.load_state_dict(state)
+    except Exception as exc:  # state_dict's own check owns a state_dict that cannot round-trip
+        calls["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        for handle in handles:
+            handle.remove()
+    return calls

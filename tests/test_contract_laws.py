@@ -1,0 +1,121 @@
+"""The laws of round two (issue 34): on by default; each planted optimizer (tests/planted_contract.py)
+is caught by its law alone, with the law's name and what differed; a correct optimizer passes
+every one; `laws.off` turns one off with its reason, and a misspelt law there is a spec error."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROUND_TWO = ("law_grads_untouched", "law_closure_loss", "law_add_param_group", "law_group_hyperparameters",
+             "law_changed_hyperparameters", "law_late_joiners", "law_bounded_state", "law_determinism", "law_hooks")
+BREAKS = {  # planted optimizer -> the one law it breaks, and what its message says
+    "ClipsGradSGD": ("law_grads_untouched", r"law grads_untouched broken: .*\n  step 1: 'weight'.grad was written in place"),
+    "DropsLossSGD": ("law_closure_loss", r"law closure_loss broken: step\(closure\) must return the loss the closure "
+                                         r"returned; at step 2 the closure returned tensor\([-\d.]+\) and the step returned None"),
+    "FixedParamsSGD": ("law_add_param_group", r"law add_param_group broken: params that join through add_param_group "
+                                              r"after 7 steps must step as a fresh optimizer"),
+    "DefaultDecaySGD": ("law_group_hyperparameters", r"law group_hyperparameters broken: .*\n  weight_decay \(group 1's "
+                                                     r"0.1, group 0's 0.0\): after step 1"),
+    "CachedMomentumSGD": ("law_changed_hyperparameters", r"law changed_hyperparameters broken: .*\n  momentum: set to "
+                                                         r"each of 0.45, .* after step 7, steps 8-14 ran bit for bit"),
+    "SharedCounterAdam": ("law_late_joiners", r"law late_joiners broken: params that get their first grad after 7 steps "
+                                              r"must step as a fresh optimizer over them alone does"),
+    "HistorySGD": ("law_bounded_state", r"law bounded_state broken: .*\n  len\(state\['weight'\]\['norms'\]\): 7 after "
+                                        r"step 7, 10 after step 10, 14 after step 14"),
+    "PythonRandomSGD": ("law_determinism", r"law determinism broken: a step must not draw from Python's or NumPy's "
+                                           r"global RNG .*\n  step 1 drew from Python's random"),
+    "InstanceStepSGD": ("law_hooks", r"law hooks broken: .*\n  step hooks: expected pre 0, post 0, .* fired none"),
+}
+CHECKS = "checks: [" + ", ".join(ROUND_TWO) + "]\n"
+
+
+def _run(root: Path, *args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rs", "-n", "0", "--optim-in-process", "-p",
+                             "no:randomly", "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True,
+                            timeout=900)
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("contract")
+    for module in ("planted_laws.py", "planted_contract.py"):
+        shutil.copy(TESTS / module, root)
+    (root / "specs").mkdir()
+    for name in BREAKS:
+        (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_contract:{name}\nkwargs: {{lr: 0.01}}\n"
+                                                             + CHECKS)
+    (root / "specs" / "correctsgd.yaml").write_text("optimizer: planted_contract:CorrectSGD\nkwargs: {lr: 0.01}\n" + CHECKS)
+    # zz_ builds a HookedBaseSGD (at collection, too), then zzz_ steps a subclass that calls its step
+    (root / "specs" / "zz_base.yaml").write_text("optimizer: planted_contract:HookedBaseSGD\nname: base\nkwargs: {lr: 0.01}\n"
+                                                 "checks: [law_hooks]\n")
+    (root / "specs" / "zzz_sub.yaml").write_text("optimizer: planted_contract:LoggingSGD\nname: sub\nkwargs: {lr: 0.01}\n"
+                                                 "checks: [law_hooks]\n")
+    (root / "specs" / "off.yaml").write_text("optimizer: planted_contract:SharedCounterAdam\nname: off\nkwargs: {lr: 0.01}\n"
+                                             "checks: [law_late_joiners, law_add_param_group]\n"
+                                             "laws:\n  off: {late_joiners: 'one step counter for all params, by design'}\n")
+    return _run(root, "--optim-spec", "specs")
+
+
+def _outcome(out: str, spec: str, check: str) -> str:
+    match = re.search(rf"specs/[a-z_]*\.yaml::{spec}-default-cpu::{check} (PASSED|FAILED|SKIPPED|ERROR)", out)
+    assert match, f"{spec} {check} not in the output:\n{out[-3000:]}"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("planted", sorted(BREAKS))
+def test_each_planted_optimizer_is_caught_by_the_law_it_breaks_and_no_other(session, planted):
+    law, message = BREAKS[planted]
+    outcomes = {check: _outcome(session, planted.lower(), check) for check in ROUND_TWO}
+    assert outcomes.pop(law) == "FAILED"
+    assert "FAILED" not in outcomes.values(), outcomes
+    assert re.search(message, session), message
+
+
+def test_a_correct_optimizer_obeys_every_law_of_round_two(session):
+    assert {_outcome(session, "correctsgd", check) for check in ROUND_TWO} == {"PASSED"}
+
+
+def test_hooks_fired_twice_by_a_hooked_base_step_are_torchs_doing(session):
+    assert _outcome(session, "base", "law_hooks") == "PASSED"
+    assert _outcome(session, "sub", "law_hooks") == "FAILED"
+    assert re.search(r"step hooks fired 2 times a step \(pre 2 times, then post\): the step calls HookedBaseSGD.step, "
+                     r"which torch.optim also wrapped .*: torch's doing", session)
+
+
+def test_one_root_cause_one_red_an_added_group_is_blocked_by_late_joiners(session):
+    assert _outcome(session, "sharedcounteradam", "law_add_param_group") == "SKIPPED"
+    assert "blocked by law_late_joiners: params that start late already leave a fresh optimizer's path" in session
+
+
+def test_a_law_turned_off_is_skipped_with_its_reason_and_the_other_still_runs(session):
+    assert _outcome(session, "off", "law_late_joiners") == "SKIPPED"
+    assert "law late_joiners is off in the spec: one step counter for all params, by design" in session
+    assert _outcome(session, "off", "law_add_param_group") == "FAILED"  # nothing blocks it now: it says so itself
+
+
+def test_the_laws_of_round_two_are_on_without_a_laws_section(tmp_path):
+    from helpers import cases_from
+
+    case = cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n")[0]
+    assert set(ROUND_TWO) <= set(case.checks)
+
+
+@pytest.mark.parametrize(("laws", "message"), [
+    ("laws:\n  off: {late_joiner: why}\n", r"\[laws.off\] .*no law 'late_joiner' is on by default \(did you mean 'late_joiners'\?\)"),
+    ("laws:\n  off: {hooks: ''}\n", r"\[laws.off\] .*off\['hooks'\] needs the reason it is off"),
+])
+def test_a_misspelt_or_unexplained_law_turned_off_is_a_spec_error(tmp_path, laws, message):
+    from helpers import cases_from
+
+    from pytest_optimtest.spec import SpecError
+
+    with pytest.raises(SpecError, match=message):
+        cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n" + laws)
