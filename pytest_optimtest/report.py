@@ -72,8 +72,8 @@ class Results:
         groups: dict[tuple[str, ...], dict[str, Any]] = {}
         for r in self.records:
             verdict = r.get("verdict") or {}
-            if verdict.get("kind") not in ("root_cause", "blocked"):
-                continue
+            if verdict.get("kind") not in ("root_cause", "blocked") or "rung" not in verdict:
+                continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
             key = (r.get("optimizer") or r["spec"], verdict["rung"], _generated_path.sub(GENERATED, verdict["cause"]),
                    _generated_path.sub(GENERATED, verdict.get("where", "")))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": key[2], "where": key[3],

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .checks.laws.section import Laws
+from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -512,5 +512,32 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
         print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {path}: {len(cases)} cases")
+    seen = _laws_on_by_default_failing(project_registry(path), cases[0]) if cases else []
+    if seen:
+        path.write_text(text + "\n".join(seen) + "\n")
+    failed = sum(line.startswith("  #   ") for line in seen)
+    print(f"wrote {path}: {len(cases)} cases" + (f"; {failed} law(s) on by default failed on its first case "
+                                                 "(commented at the end)" if seen else ""))
     return 0
+
+
+def _laws_on_by_default_failing(registry: Any, case: Any) -> list[str]:
+    """Comment lines for the laws of round two that fail on `case`: each with its failure's first
+    line, as a `laws.off` entry to uncomment where the optimizer means it (a red is to read, not to hide)."""
+    from .harness.run_cache import RunCache  # imports torch's harness: only init's last step needs it
+
+    runs, failing = RunCache(), []
+    for law in ON_BY_DEFAULT:
+        check = registry.get(f"law_{law}")
+        if check is None or check.name not in case.checks:
+            continue
+        try:
+            check.run(case, runs)
+        except AssertionError as exc:
+            failing.append(f"  #   {law}: \"<why the optimizer means it>\"  # init saw: {_first_line(exc)[:200]}")
+        except Exception:  # noqa: BLE001 - not applicable, vacuous, blocked, or raising: the run itself says so
+            continue
+    if not failing:
+        return []
+    return ["  # init ran the laws that are on by default: these failed on its first case. Read each red (pytest -k law_);",
+            "  # turn one off only where the optimizer breaks it by design, with the reason:", "  # off:", *failing]

@@ -235,9 +235,10 @@ class OptimtestSession:
                 _raise_blocked(item, failure, kind)
             try:
                 result = self._run_check(item.check, item.case)
-            except Blocked as exc:  # a check's own "blocked by" (a compiled half, the sharded run)
+            except Blocked as exc:  # a check's own "blocked by" (a compiled half, the sharded run, another law's red)
                 if item.get_closest_marker("xfail") is not None:  # that the spec declares failing: fails as declared
                     raise AssertionError(str(exc)) from exc
+                verdict = {"kind": "blocked", "reason": str(exc)}
                 raise
             except Exception as exc:
                 vacuous = self._not_comparable(item, exc) if isinstance(exc, AssertionError) else None

@@ -16,7 +16,8 @@ TESTS = Path(__file__).resolve().parent
 ROUND_TWO = ("law_grads_untouched", "law_closure_loss", "law_add_param_group", "law_group_hyperparameters",
              "law_changed_hyperparameters", "law_late_joiners", "law_bounded_state", "law_determinism", "law_hooks")
 BREAKS = {  # planted optimizer -> the one law it breaks, and what its message says
-    "ClipsGradSGD": ("law_grads_untouched", r"law grads_untouched broken: .*\n  step 1: 'weight'.grad was written in place"),
+    "ClipsGradSGD": ("law_grads_untouched", r"law grads_untouched broken: .*\n  step 1: 'weight'.grad was written in place(.|\n)*"
+                                            r"written by: clamp_ at \S*planted_contract.py:\d+ in step"),
     "DropsLossSGD": ("law_closure_loss", r"law closure_loss broken: step\(closure\) must return the loss the closure "
                                          r"returned; at step 2 the closure returned tensor\([-\d.]+\) and the step returned None"),
     "FixedParamsSGD": ("law_add_param_group", r"law add_param_group broken: params that join through add_param_group "
@@ -119,3 +120,20 @@ def test_a_misspelt_or_unexplained_law_turned_off_is_a_spec_error(tmp_path, laws
 
     with pytest.raises(SpecError, match=message):
         cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n" + laws)
+
+
+def test_init_comments_the_laws_on_by_default_that_fail_and_its_spec_still_loads(tmp_path):
+    for module in ("planted_laws.py", "planted_contract.py"):
+        shutil.copy(TESTS / module, tmp_path)
+    init = subprocess.run([sys.executable, "-m", "pytest_optimtest", "init", "planted_contract:SharedCounterAdam", "-o",
+                           "spec.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert init.returncode == 0, init.stderr
+    assert "1 law(s) on by default failed on its first case" in init.stdout
+    text = (tmp_path / "spec.yaml").read_text()
+    assert re.search(r"\n  #   late_joiners: \"<why the optimizer means it>\"  # init saw: AssertionError: .*law late_joiners "
+                     r"broken", text)
+    assert "group_hyperparameters:" not in text  # laws it obeys are not proposed for turning off
+
+
+def test_items_blocked_by_another_laws_red_are_counted_as_blocked(session):
+    assert re.search(r"specs/pythonrandomsgd.yaml\s+4\s+1\s+0\s+4\s+0\s+4\s", session)

@@ -80,3 +80,11 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled, generated)
 
 
+
+
+def optimizer_frame(stack: list[traceback.FrameSummary]) -> str:
+    """The innermost frame of the optimizer's own code on `stack`, as file:line in function ('' if none)."""
+    for frame in reversed(stack):
+        if _kind(frame.filename) == "optimizer":
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return ""

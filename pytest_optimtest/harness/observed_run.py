@@ -5,15 +5,19 @@ and state_dict hooks fired. A second, identical run is the determinism law's twi
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import random
 import sys
+import traceback
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
+from .blame import optimizer_frame
 from .builder import make_optimizer, requires_closure, takes_closure
 from .devices import seed_all
 from .isolation import isolated_case
@@ -34,6 +38,7 @@ class Observation:
     closure_steps: list[int] = field(default_factory=list)  # 0-based steps that passed a closure
     grad_problems: list[str] = field(default_factory=list)  # "step 2: 'weight'.grad ..." in the order seen
     grads_checked: int = 0
+    grad_writes: list[str] = field(default_factory=list)  # "clamp_ at file:line in step": where the grads were written
     returned: list[tuple[int, Any, list[Any]]] = field(default_factory=list)  # (step, step's return, closure's returns)
     sizes: list[dict[str, int]] = field(default_factory=list)  # after each step: state path -> bytes or length
     rng_used: list[str] = field(default_factory=list)  # "step 1 drew from Python's random", ...
@@ -78,7 +83,10 @@ def _observed(case: Any, steps: int, min_ndim: int) -> ObservedRun:
         numpy_state = numpy.random.get_state() if numpy else None
         python_state = random.getstate()
         try:
-            return ObservedRun(_observe(case, params, grads, numpy), _observe(case, params, grads, numpy))
+            run = _observe(case, params, grads, numpy)
+            if run.grad_problems:  # where: a third run, with every in-place write to a grad watched
+                run.grad_writes = _observe(case, params, grads, numpy, watch_grads=True).grad_writes
+            return ObservedRun(run, _observe(case, params, grads, numpy))
         finally:  # a guest in the user's session: their RNGs as they left them
             random.setstate(python_state)
             if numpy is not None:
@@ -97,7 +105,7 @@ def _numpy() -> ModuleType | None:
 
 
 def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, Any]],
-             numpy: ModuleType | None) -> Observation:
+             numpy: ModuleType | None, watch_grads: bool = False) -> Observation:
     own = copy_params(params)
     optimizer = make_optimizer(case, list(own.items()))
     names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}
@@ -114,8 +122,11 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
             feed.give()
         seed_all(case.seed + 1 + index)
         before = _rng_states(numpy)
-        with torch.no_grad():
+        watch = _GradWrites(feed) if watch_grads else contextlib.nullcontext()
+        with torch.no_grad(), watch:
             returned = optimizer.step(feed.closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
+        if isinstance(watch, _GradWrites):
+            seen.grad_writes += [w for w in watch.writes if w not in seen.grad_writes]
         seen.rng_used += [f"step {index + 1} drew from {what}" for what in _rng_changes(before, _rng_states(numpy))]
         if with_closure:
             seen.closure_steps.append(index)
@@ -148,6 +159,31 @@ class _Feed:
                    torch.zeros((), dtype=torch.float64))
         self.returns.append(loss)
         return loss
+
+
+class _GradWrites(TorchFunctionMode):
+    """Records where the step calls an in-place op (or `out=`) on a grad it was given."""
+
+    def __init__(self, feed: _Feed) -> None:
+        super().__init__()
+        self.feed = feed
+        self.writes: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if (name.endswith("_") and not name.startswith("_")) or name.startswith("_foreach_") and name.endswith("_") \
+                or name == "__setitem__" or "out" in kwargs:
+            given = {id(g) for g in self.feed.given.values()}
+            first = args[0] if args else None
+            targets = list(first) if isinstance(first, (list, tuple)) else [first]
+            targets += list(kwargs["out"]) if isinstance(kwargs.get("out"), (list, tuple)) else [kwargs.get("out")]
+            if any(id(t) in given for t in targets if t is not None):
+                where = optimizer_frame(traceback.extract_stack())
+                write = f"{name} at {where}" if where else name
+                if write not in self.writes:
+                    self.writes.append(write)
+        return func(*args, **kwargs)
 
 
 def _grad_changes(index: int, own: dict[str, torch.nn.Parameter], given: dict[str, torch.Tensor],

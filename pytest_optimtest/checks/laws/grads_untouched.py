@@ -19,7 +19,8 @@ def check_grads_untouched(case: Any, runs: Any) -> Verdict:
     if seen.grad_problems:
         raise AssertionError(f"{case.id}: law grads_untouched broken: a step must leave every p.grad as it found it, "
                              "the same tensor with the same values (accumulation, clipping and logging read it after "
-                             "the step); the step changed them:" + listed(seen.grad_problems))
+                             "the step); the step changed them:" + listed(seen.grad_problems, 4)
+                             + ("\n  written by: " + "; ".join(seen.grad_writes[:4]) if seen.grad_writes else ""))
     moved = max_movement(seen.initial, seen.final.params, law_tolerance(case))
     if moved < case.min_movement:
         raise Vacuous(f"{case.id}: vacuous: law grads_untouched: the params moved at most {moved:.3g} tolerances in "
