@@ -125,6 +125,9 @@ def _reason(report: Any, outcome: str) -> str:
         lines = report.longreprtext.splitlines()
         head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
         text = " ".join(lines[head + 1:head + 3]) if len(lines) > head + 1 else (lines[0] if lines else "")
+        if len(lines) > head + 1 and lines[head + 1].endswith(":"):  # a verdict that lists what differed: its first items
+            listed = [line.strip() for line in lines[head + 2:head + 5] if line.startswith("  ")]
+            text = lines[head + 1] + " " + " / ".join(listed)
     text = " ".join(text.split())
     return text if len(text) <= 800 else text[:797] + "..."
 

@@ -366,15 +366,16 @@ class LazyCloneMomentumSGD(PlainSGD):
     the zeros_like aliasing bug that LazyStateSGD's pattern hits in inductor)."""
 
     def _update(self) -> None:
-        for p in self.param_groups[0]["params"]:
-            if p.grad is None:
-                continue
-            state = self.state[p]
-            if "buf" not in state:
-                state["buf"] = p.grad.detach().clone()
-            else:
-                state["buf"].mul_(0.9).add_(p.grad)
-            p.add_(state["buf"], alpha=-self.param_groups[0]["lr"])
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "buf" not in state:
+                    state["buf"] = p.grad.detach().clone()
+                else:
+                    state["buf"].mul_(0.9).add_(p.grad)
+                p.add_(state["buf"], alpha=-group["lr"])
 
 
 class SkipZeroGradSGD(PlainSGD):

@@ -158,3 +158,59 @@ class InstanceStepSGD(ForeachSGD):
 
     def _plain_step(self, closure=None):
         return ForeachSGD.step.__wrapped__(self, closure)
+
+
+class InitialValueSGD(ForeachSGD):
+    """A hyperparameter read only when a param's state is made (an accumulator's start): correct, and
+    assigning it later changes only state made after it."""
+
+    def __init__(self, params, lr=0.01, initial=0.5, **kwargs):
+        super().__init__(params, lr=lr, **kwargs)
+        for group in self.param_groups:
+            group.setdefault("initial", initial)
+        self.defaults["initial"] = initial
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and "scale" not in self.state[p]:
+                    self.state[p]["scale"] = torch.full_like(p, group["initial"])
+        loss = super().step(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(self.state[p]["scale"] * p.grad, alpha=group["lr"])
+        return loss
+
+
+class GlobalNormSGD(torch.optim.Optimizer):
+    """Steps every param by its grad over the norm of all grads (coupled groups, by design), each
+    group with its own weight decay: correct."""
+
+    def __init__(self, params, lr=0.01, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
+
+    def _decay(self, group):
+        return group["weight_decay"]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])) if grads else 1.0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad / norm + self._decay(group) * p, alpha=-group["lr"])
+        return loss
+
+
+class GlobalNormFirstGroupSGD(GlobalNormSGD):
+    """GlobalNormSGD reading every group's weight decay from the first group."""
+
+    def _decay(self, group):
+        return self.param_groups[0]["weight_decay"]

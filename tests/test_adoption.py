@@ -344,13 +344,16 @@ def test_a_bad_marker_fails_its_own_module_only(pytester):
 
 def test_init_specs_of_correct_optimizers_of_every_common_shape_pass(pytester):
     # A subclass calling super().step(), a stateless SGD, state created inside step: scaffolded
-    # with no hand edits, they must pass. (Closure and scheduler variants left out for time.)
+    # with no hand edits, they must pass, but for the one law the subclass breaks: it clips p.grad
+    # in place (law grads_untouched, on by default). (Closure and scheduler variants left out for time.)
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     for name in ("ClippedSGD", "PlainSGD", "LazyCloneMomentumSGD"):
         assert cli(["init", f"planted:{name}", "-o", str(pytester.path / f"{name.lower()}.yaml")]) == 0
     result = pytester.runpytest_subprocess("--optim-spec", ".", "-k", "default and not closure", "-p", "no:randomly")
     outcomes = result.parseoutcomes()
-    assert outcomes.get("failed", 0) == 0 and outcomes.get("error", 0) == 0, result.stdout.str()[-3000:]
+    assert outcomes.get("failed", 0) == 1 and outcomes.get("error", 0) == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["FAILED clippedsgd.yaml::clippedsgd-default-cpu::law_grads_untouched*"])
+    result.stdout.fnmatch_lines(["*written by: clamp_ at *planted.py:* in step*"])
     assert outcomes["passed"] >= 30
 
 

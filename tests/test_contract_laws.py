@@ -53,6 +53,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     for name in BREAKS:
         (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_contract:{name}\nkwargs: {{lr: 0.01}}\n"
                                                              + CHECKS)
+    for name in ("InitialValueSGD", "GlobalNormSGD", "GlobalNormFirstGroupSGD"):
+        (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_contract:{name}\nkwargs: {{lr: 0.01}}\n"
+                                                             "checks: [law_group_hyperparameters, law_changed_hyperparameters]\n")
     (root / "specs" / "correctsgd.yaml").write_text("optimizer: planted_contract:CorrectSGD\nkwargs: {lr: 0.01}\n" + CHECKS)
     # zz_ builds a HookedBaseSGD (at collection, too), then zzz_ steps a subclass that calls its step
     (root / "specs" / "zz_base.yaml").write_text("optimizer: planted_contract:HookedBaseSGD\nname: base\nkwargs: {lr: 0.01}\n"
@@ -137,3 +140,16 @@ def test_init_comments_the_laws_on_by_default_that_fail_and_its_spec_still_loads
 
 def test_items_blocked_by_another_laws_red_are_counted_as_blocked(session):
     assert re.search(r"specs/pythonrandomsgd.yaml\s+4\s+1\s+0\s+4\s+0\s+4\s", session)
+
+
+def test_a_value_read_when_state_is_made_is_taken_by_state_made_after_it(session):
+    assert _outcome(session, "initialvaluesgd", "law_changed_hyperparameters") == "PASSED"
+    assert "initial: of state made after it, an initial value" in session
+
+
+def test_coupled_groups_are_held_to_their_own_values_against_equal_groups(session):
+    assert _outcome(session, "globalnormsgd", "law_group_hyperparameters") == "PASSED"
+    assert "(groups coupled: against equal groups)" in session
+    assert _outcome(session, "globalnormfirstgroupsgd", "law_group_hyperparameters") == "FAILED"
+    assert re.search(r"weight_decay \(group 1's 0.1, group 0's 0.0\): group 1 stepped exactly as with 0.0 \(its groups "
+                     r"are coupled", session)

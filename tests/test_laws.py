@@ -110,7 +110,7 @@ def test_the_laws_init_proposes_for_a_correct_optimizer_pass(tmp_path):
     assert "foreach: [{foreach: false}, {foreach: true}]" in text and "param_groups: true" in text
     assert "state_dtype: param" in text  # its momentum buffer follows the param's dtype, as init saw at bf16
     out = _run(tmp_path, "--optim-spec", "spec.yaml", "-k", "law_")
-    assert re.search(r"8 passed", out), out[-3000:]  # four laws at float32, and again on the bf16 case
+    assert re.search(r"26 passed", out), out[-3000:]  # four laws and the nine on by default, at float32 and bf16
     assert "FAILED" not in out
 
 

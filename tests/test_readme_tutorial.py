@@ -14,8 +14,9 @@ def test_tutorial_spec_passes(pytester):
     result = pytester.runpytest_subprocess("--optim-spec", "lion.yaml", "--optim-device", "cpu", "-k", "not closure")
     # 4 cases x (parity, kernel_count, recompile); 2 plain cases x (graph_breaks + 4 in-backward checks);
     # the first case's once-per-optimizer checks (closure_graph_break is deselected by -k; no_leak passes and
-    # reports the GraphModule cycle); distributed and zero, fsdp and checkpoint on the first case
-    result.assert_outcomes(passed=4 * 3 + 2 * 5 + 4 + 2 + 2)
+    # reports the GraphModule cycle); distributed and zero, fsdp and checkpoint on the first case; the nine laws
+    # on by default there, less law_closure_loss (deselected by -k)
+    result.assert_outcomes(passed=4 * 3 + 2 * 5 + 4 + 2 + 2 + 8)
 
 
 def test_readme_strategies_example_runs(monkeypatch):

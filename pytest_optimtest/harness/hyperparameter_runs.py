@@ -47,8 +47,8 @@ def candidates(value: Any) -> list[Any]:
     nonzero), one element of a tuple of numbers moved; none for anything else."""
     if isinstance(value, bool):
         return [not value]
-    if isinstance(value, int):
-        return [value + 1, value * 2] if value else [1, 2]
+    if isinstance(value, int):  # + 100: a step threshold (warm-up, start step) is only seen beyond the steps taken
+        return [value + 1, value * 2, value + 100] if value else [1, 2, 100]
     if isinstance(value, float):
         return [value * f for f in FACTORS] if value else [0.1, 0.01]
     if isinstance(value, (tuple, list)) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
@@ -69,7 +69,14 @@ def probe_hyperparameters(case: Any, steps: int, min_ndim: int, tol: Tolerance, 
         defaults = getattr(make_optimizer(case, list(alone.items())), "defaults", None)
         if not isinstance(defaults, dict):
             raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} keeps no `defaults` dict: no hyperparameters to read")
-        bases = {factor: (scaled, law_trajectory(scaled, alone, grads)) for factor, scaled in lr_probes(case)}
+        bases = {}
+        for factor, scaled in lr_probes(case):
+            try:
+                bases[factor] = (scaled, law_trajectory(scaled, alone, grads))
+            except Exception:  # a larger lr the optimizer refuses (or blows up at) is a probe that is not taken
+                if factor == 1.0:
+                    raise
+
         for key, default in defaults.items():
             if key in NOT_HYPERPARAMETERS:
                 continue
@@ -107,27 +114,56 @@ def _first_visible(case: Any, alone: dict, grads: list, key: str, tried: list[An
     return f"no value tried changed a {len(grads)}-step run by {floor:g} tolerances ({'; '.join(seen)})"
 
 
-def grouped_and_alone(case: Any, moved: Moved, steps: int, min_ndim: int) -> tuple[LawTrajectory, LawTrajectory, LawTrajectory]:
-    """(two groups, FIRST with the case's kwargs and SECOND with `moved.value`; FIRST alone with the
-    case's kwargs; SECOND alone with `moved.value` as a constructor argument)."""
+@dataclass
+class GroupRuns:
+    """The runs group_hyperparameters compares for one moved key."""
+
+    grouped: LawTrajectory  # FIRST with the case's kwargs, SECOND with the moved value, in one optimizer
+    equal: LawTrajectory  # the same two groups, both with the case's kwargs
+    first: LawTrajectory  # FIRST alone, the case's kwargs
+    second: LawTrajectory  # SECOND alone, the moved value as a constructor argument
+    second_default: LawTrajectory  # SECOND alone, the case's kwargs
+
+
+def two_groups_run(case: Any, steps: int, min_ndim: int) -> LawTrajectory:
+    """The case's optimizer over FIRST and SECOND as two groups with equal options: what every law
+    over groups needs to step at all."""
+    with isolated_case(case):
+        params = law_params(case, min_ndim, empty=False)
+        grads = law_grads(case, steps, params, scheduled=False)
+        return law_trajectory(case, {n: params[n] for n in FIRST + SECOND}, grads, groups=[(FIRST, {}), (SECOND, {})])
+
+
+def grouped_and_alone(case: Any, moved: Moved, steps: int, min_ndim: int) -> GroupRuns:
+    """The runs of GroupRuns, at the lr the key was moved at."""
     case = lr_scaled(case, moved.lr_factor)
     with isolated_case(case):
         params = law_params(case, min_ndim, empty=False)
         grads = law_grads(case, steps, params, scheduled=False)
         pair = {n: params[n] for n in FIRST + SECOND}
-        grouped = law_trajectory(case, pair, grads, groups=[(FIRST, {}), (SECOND, {moved.key: _built(moved.value)})])
-        first = law_trajectory(case, {n: params[n] for n in FIRST}, grads)
-        second = law_trajectory(case, {n: params[n] for n in SECOND}, grads, overrides={moved.key: moved.value})
-    return grouped, first, second
+        second = {n: params[n] for n in SECOND}
+        return GroupRuns(
+            grouped=law_trajectory(case, pair, grads, groups=[(FIRST, {}), (SECOND, {moved.key: _built(moved.value)})]),
+            equal=law_trajectory(case, pair, grads, groups=[(FIRST, {}), (SECOND, {})]),
+            first=law_trajectory(case, {n: params[n] for n in FIRST}, grads),
+            second=law_trajectory(case, second, grads, overrides={moved.key: moved.value}),
+            second_default=law_trajectory(case, second, grads))
 
 
-def changed_between_steps(case: Any, moved: Moved, value: Any, at: int, steps: int,
-                          min_ndim: int) -> tuple[LawTrajectory, LawTrajectory]:
-    """(the run that keeps the case's value, the run whose every group gets `value` after `at` steps)."""
+LATE = "frozen"  # the law param that, in a run with `late`, gets its first grad only after the change
+
+
+def changed_between_steps(case: Any, moved: Moved, value: Any, at: int, steps: int, min_ndim: int,
+                          late: bool = False) -> tuple[LawTrajectory, LawTrajectory]:
+    """(the run that keeps the case's value, the run whose every group gets `value` after `at` steps).
+    `late`: LATE has no grad before the change, so its state is made after it (an initial value
+    such as an accumulator's start is only read then)."""
     case = lr_scaled(case, moved.lr_factor)
     with isolated_case(case):
         params = law_params(case, min_ndim, empty=False)
         grads = law_grads(case, steps, params, scheduled=False)
+        if late:
+            grads = [{n: (None if n == LATE and index < at else g) for n, g in step.items()} for index, step in enumerate(grads)]
         pair = {n: params[n] for n in FIRST + SECOND}
         kept = law_trajectory(case, pair, grads)
 

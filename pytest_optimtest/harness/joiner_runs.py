@@ -51,7 +51,8 @@ def joiner_runs(case: Any, how: Literal["late", "added"], before: int, steps: in
 def _add(case: Any, optimizer: Any, own: dict[str, torch.nn.Parameter]) -> None:
     if not hasattr(optimizer, "add_param_group"):
         raise NotApplicable(f"{case.id}: {type(optimizer).__qualname__} has no add_param_group")
-    named = case.params == "named"
+    # named as the groups it holds are (torch refuses a mix): a constructor may take names and keep none
+    named = case.params == "named" and all("param_names" in g for g in optimizer.param_groups)
     optimizer.add_param_group({"params": [(n, own[n]) if named else own[n] for n in JOINING]})
 
 

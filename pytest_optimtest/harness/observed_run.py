@@ -42,6 +42,7 @@ class Observation:
     returned: list[tuple[int, Any, list[Any]]] = field(default_factory=list)  # (step, step's return, closure's returns)
     sizes: list[dict[str, int]] = field(default_factory=list)  # after each step: state path -> bytes or length
     rng_used: list[str] = field(default_factory=list)  # "step 1 drew from Python's random", ...
+    torch_rng_used: bool = False  # a step drew from torch's RNG (runs over other params draw in another order)
     numpy_checked: bool = False
     hook_calls: list[str] = field(default_factory=list)  # "pre 0", "post 0", ... ("step_hooks" absent: no such API)
     state_dict_hooks: dict[str, Any] = field(default_factory=dict)
@@ -66,13 +67,16 @@ def observed_run(case: Any, steps: int, min_ndim: int, tol: Tolerance, floor: fl
     (both paths are users'), a step that requires one at every step. Where the params move less
     than `floor` tolerances, the runs are redone at a larger lr (LR_PROBES), so that what the laws
     compare is evidence."""
-    observed = None
-    for factor, scaled in lr_probes(case):
-        observed = _observed(scaled, steps, min_ndim)
-        observed.lr_factor = factor
+    observed = _observed(case, steps, min_ndim)
+    for factor, scaled in lr_probes(case)[1:]:
         if observed.run.final is not None and max_movement(observed.run.initial, observed.run.final.params, tol) >= floor:
             break
-    return observed or _observed(case, steps, min_ndim)
+        try:
+            observed = _observed(scaled, steps, min_ndim)
+        except Exception:  # a larger lr the optimizer refuses: the laws judge the run at the last lr it took
+            break
+        observed.lr_factor = factor
+    return observed
 
 
 def _observed(case: Any, steps: int, min_ndim: int) -> ObservedRun:
@@ -83,14 +87,25 @@ def _observed(case: Any, steps: int, min_ndim: int) -> ObservedRun:
         numpy_state = numpy.random.get_state() if numpy else None
         python_state = random.getstate()
         try:
-            run = _observe(case, params, grads, numpy)
+            twin = _observe(case, params, grads, numpy)  # first: the hooks probe's load_state_dict may touch shared defaults
+            run = _observe(case, params, grads, numpy, probe_hooks=True)
             if run.grad_problems:  # where: a third run, with every in-place write to a grad watched
-                run.grad_writes = _observe(case, params, grads, numpy, watch_grads=True).grad_writes
-            return ObservedRun(run, _observe(case, params, grads, numpy))
+                run.grad_writes = _grad_writes(case, params, grads, numpy)
+            return ObservedRun(run, twin)
         finally:  # a guest in the user's session: their RNGs as they left them
             random.setstate(python_state)
             if numpy is not None:
                 numpy.random.set_state(numpy_state)
+
+
+def _grad_writes(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, Any]],
+                 numpy: ModuleType | None) -> list[str]:
+    """Where the step wrote its grads; [] where the watched run cannot tell (a step that compiles itself
+    may not trace under the watching mode): the verdict stands without the where."""
+    try:
+        return _observe(case, params, grads, numpy, watch_grads=True).grad_writes
+    except Exception:  # noqa: BLE001 - only the diagnosis is lost
+        return []
 
 
 def _numpy() -> ModuleType | None:
@@ -105,7 +120,7 @@ def _numpy() -> ModuleType | None:
 
 
 def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, Any]],
-             numpy: ModuleType | None, watch_grads: bool = False) -> Observation:
+             numpy: ModuleType | None, watch_grads: bool = False, probe_hooks: bool = False) -> Observation:
     own = copy_params(params)
     optimizer = make_optimizer(case, list(own.items()))
     names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}
@@ -121,13 +136,14 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
         if not with_closure:
             feed.give()
         seed_all(case.seed + 1 + index)
-        before = _rng_states(numpy)
+        before, torch_before = _rng_states(numpy), _torch_rng(case.device)
         watch = _GradWrites(feed) if watch_grads else contextlib.nullcontext()
         with torch.no_grad(), watch:
             returned = optimizer.step(feed.closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
         if isinstance(watch, _GradWrites):
             seen.grad_writes += [w for w in watch.writes if w not in seen.grad_writes]
         seen.rng_used += [f"step {index + 1} drew from {what}" for what in _rng_changes(before, _rng_states(numpy))]
+        seen.torch_rng_used |= not torch.equal(torch_before, _torch_rng(case.device))
         if with_closure:
             seen.closure_steps.append(index)
             seen.returned.append((index, returned, feed.returns))
@@ -135,7 +151,7 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
         seen.grads_checked += len(feed.given)
         seen.sizes.append(state_sizes(optimizer, names))
     seen.final = snapshot(optimizer, names)
-    if seen.hooks_supported:
+    if seen.hooks_supported and probe_hooks:
         seen.state_dict_hooks = _state_dict_hooks(case, optimizer, own)
     return seen
 
@@ -171,6 +187,8 @@ class _GradWrites(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # inside a step that compiles itself: not traceable, let it through
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if (name.endswith("_") and not name.startswith("_")) or name.startswith("_foreach_") and name.endswith("_") \
                 or name == "__setitem__" or "out" in kwargs:
@@ -188,11 +206,13 @@ class _GradWrites(TorchFunctionMode):
 
 def _grad_changes(index: int, own: dict[str, torch.nn.Parameter], given: dict[str, torch.Tensor],
                   values: dict[str, Any]) -> list[str]:
+    """What the step did to the grads it was given (none, where it never called its closure)."""
     problems = []
-    for name, p in own.items():
+    for name, grad in given.items():
+        p = own[name]
         if p.grad is None:
             problems.append(f"step {index + 1}: {name!r}.grad was set to None")
-        elif p.grad is not given[name]:
+        elif p.grad is not grad:
             problems.append(f"step {index + 1}: {name!r}.grad was replaced by another tensor")
         elif not _same(p.grad, values[name]):
             diff = (p.grad.double() - values[name].double()).abs().nan_to_num(nan=float("inf")).max().item()
@@ -203,6 +223,11 @@ def _grad_changes(index: int, own: dict[str, torch.nn.Parameter], given: dict[st
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal values, NaN where NaN was (a step may not touch a grad, even where it is NaN)."""
     return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def _torch_rng(device: str) -> torch.Tensor:
+    """The state of torch's generator that a step on `device` draws from."""
+    return torch.cuda.get_rng_state() if device.startswith("cuda") else torch.get_rng_state()
 
 
 def _rng_states(numpy: ModuleType | None) -> dict[str, bytes]:

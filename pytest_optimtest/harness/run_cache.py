@@ -11,7 +11,8 @@ from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
-from .hyperparameter_runs import HyperparameterProbe, probe_hyperparameters
+from .hyperparameter_runs import HyperparameterProbe, probe_hyperparameters, two_groups_run
+from .law_runs import LawTrajectory
 from .ladder import Ladder
 from .observed_run import ObservedRun, observed_run
 from .ranks import RankPools
@@ -68,6 +69,10 @@ class RunCache:
         """Each of the case's hyperparameters moved to a value that visibly changes its run (the
         group_hyperparameters and changed_hyperparameters laws)."""
         return self._get("hyperparameters", case, lambda c: probe_hyperparameters(c, steps, min_ndim, tol, floor))
+
+    def two_groups(self, case: Case, steps: int, min_ndim: int) -> LawTrajectory:
+        """The case's optimizer stepping two param groups with equal options (the laws over groups)."""
+        return self._get("two_groups", case, lambda c: two_groups_run(c, steps, min_ndim))
 
     def _get(self, kind: Any, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.key)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...harness.ladder import MOVES
 from ..base import Blocked, Check, Verdict
+from .group_hyperparameters import require_two_groups
 from .joiners import joiners_judged
 from .section import SECTION_KEY, Laws, law_steps, laws_of, require_on
 
@@ -15,6 +16,7 @@ from .section import SECTION_KEY, Laws, law_steps, laws_of, require_on
 def check_add_param_group(case: Any, runs: Any) -> Verdict:
     require_on(case, "add_param_group")
     steps = law_steps(case)
+    require_two_groups(case, runs)
     try:
         evidence = joiners_judged(case, runs, "add_param_group", "added", "join through add_param_group")
     except AssertionError:

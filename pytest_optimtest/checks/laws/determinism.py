@@ -39,7 +39,7 @@ def determinism_broken(case: Any, runs: Any) -> str | None:
     if seen.rng_used:
         return (f"{case.id}: law determinism broken: a step must not draw from Python's or NumPy's global RNG "
                 "(torch.manual_seed does not govern them, and the user's code shares them):" + listed(sorted(set(seen.rng_used))))
-    problems = snapshot_differences(seen.final, twin.final, EXACT, ("first run", "second run"))
+    problems = snapshot_differences(seen.final, twin.final, EXACT, ("first", "second"))
     if problems:
         return (f"{case.id}: law determinism broken: two eager runs with the same seeds and grads must be equal; after "
                 f"{seen.steps} steps they differ:" + listed(problems))

@@ -8,27 +8,51 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from ...harness.blame import blame
 from ...harness.compare import listed, value_differences
 from ...harness.hyperparameter_runs import FIRST, SECOND, HyperparameterProbe, Moved, grouped_and_alone
 from ...harness.ladder import MOVES
-from ..base import Check, NotApplicable, Vacuous, Verdict
+from ..base import Blocked, Check, NotApplicable, Vacuous, Verdict
 from .determinism import require_deterministic
-from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_on
+from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, observed, require_on
 
 
 def check_group_hyperparameters(case: Any, runs: Any) -> Verdict:
     require_on(case, "group_hyperparameters")
     require_deterministic(case, runs)
+    runs.two_groups(case, law_steps(case), laws_of(case).min_ndim)  # two groups must step at all: raised, this red
     probe = hyperparameters(case, runs)
-    broken = {m.key: found for m in probe.moved if (found := group_problems(case, m))}
+    found = {m.key: group_problems(case, m) for m in probe.moved}
+    broken = {key: problems for key, problems in found.items() if problems}
     if broken:
-        shown = [f"{key} (group 1's {_value(m)}, group 0's {m.default!r}): {found[0]}"
-                 for m in probe.moved if (key := m.key) in broken for found in [broken[key]]]
+        if observed(case, runs).run.torch_rng_used:
+            raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and one optimizer over two "
+                          f"groups draws in another order than one a group ({next(iter(broken.values()))[0]})")
+        shown = [f"{m.key} (group 1's {m.value!r}, group 0's {m.default!r}): {broken[m.key][0]}"
+                 for m in probe.moved if m.key in broken]
         raise AssertionError(f"{case.id}: law group_hyperparameters broken: a param group's own hyperparameters must be "
                              f"the ones its params step with; two groups differing in one must step as two optimizers, "
                              f"one a group, over {probe.steps} steps; they do not for:" + listed(shown))
+    coupled = [key for key, problems in found.items() if problems is COUPLED]
     return Verdict(f"{len(probe.moved)} hyperparameters honoured per group over {probe.steps} steps: "
-                   + ", ".join(m.key for m in probe.moved), evidence(probe))
+                   + ", ".join(m.key for m in probe.moved) + (" (groups coupled: against equal groups)" if coupled else ""),
+                   {**evidence(probe), "coupled_groups": bool(coupled)})
+
+
+def require_two_groups(case: Any, runs: Any) -> None:
+    """A law over groups stands on the optimizer stepping two param groups; where that raises, law
+    group_hyperparameters' item is the red and this one is blocked by it (unless that law is off)."""
+    if "group_hyperparameters" in laws_of(case).off:
+        return
+    try:
+        runs.two_groups(case, law_steps(case), laws_of(case).min_ndim)
+    except NotApplicable:
+        return  # refuses param groups: the law says so itself
+    except Exception as exc:
+        raise Blocked(f"{case.id}: blocked by law_group_hyperparameters: stepping two param groups raised "
+                      f"{type(exc).__name__}: {exc}") from exc
 
 
 def hyperparameters(case: Any, runs: Any) -> HyperparameterProbe:
@@ -44,31 +68,53 @@ def hyperparameters(case: Any, runs: Any) -> HyperparameterProbe:
     return probe
 
 
+class _Coupled(list):
+    """No problem (empty, so false), and the groups were compared against equal groups, not one optimizer a group."""
+
+
+COUPLED = _Coupled()
+
+
 def group_problems(case: Any, moved: Moved) -> list[str]:
-    """Where the two-group run leaves the one-group-an-optimizer runs, first step first."""
+    """Where the two-group run leaves the one-group-an-optimizer runs, first step first. An optimizer
+    whose groups are coupled (equal groups already step unlike two optimizers: a step count, a norm
+    or a schedule shared by all) is held to less: its moved group must step unlike the equal groups'."""
     steps, tol = law_steps(case), law_tolerance(case)
-    grouped, first, second = grouped_and_alone(case, moved, steps, laws_of(case).min_ndim)
+    try:
+        runs = grouped_and_alone(case, moved, steps, laws_of(case).min_ndim)
+    except NotApplicable:
+        raise
+    except Exception as exc:  # equal groups step (require_two_groups): this value in one group is what raised
+        where = blame(exc).where
+        return [f"two groups, group 1's {moved.key} = {moved.value!r}, raised {type(exc).__name__}: {exc}"
+                + (f" at {where}" if where else "") + " (one optimizer with that value for all params did not)"]
+    if _first_difference(runs.equal, runs.first, runs.second_default, steps, tol):
+        same = all(torch.equal(runs.grouped.params_after(s)[n], runs.equal.params_after(s)[n])
+                   for s in range(1, steps + 1) for n in SECOND)
+        return [f"group 1 stepped exactly as with {moved.default!r} (its groups are coupled, so this is against equal "
+                "groups: the step does not read the group's own value)"] if same else COUPLED
+    problem = _first_difference(runs.grouped, runs.first, runs.second, steps, tol)
+    return [problem] if problem else []
+
+
+def _first_difference(together: Any, first: Any, second: Any, steps: int, tol: Any) -> str | None:
     for step in range(1, steps + 1):
-        together = grouped.snapshots[step]
+        snap = together.snapshots[step]
         problems = []
         for names, alone, label in ((FIRST, first.snapshots[step], "group 0"), (SECOND, second.snapshots[step], "group 1")):
             problems += value_differences(f"{label} param", {n: alone.params[n] for n in names},
-                                          {n: together.params[n] for n in names}, tol, ("alone", "grouped"))
+                                          {n: snap.params[n] for n in names}, tol, ("alone", "grouped"))
             problems += value_differences(f"{label} state", {n: alone.state.get(n) for n in names},
-                                          {n: together.state.get(n) for n in names}, tol, ("alone", "grouped"))
+                                          {n: snap.state.get(n) for n in names}, tol, ("alone", "grouped"))
         if problems:
-            return [f"after step {step}: {problems[0]}"]
-    return []
+            return f"after step {step}: {problems[0]}"
+    return None
 
 
 def evidence(probe: HyperparameterProbe) -> dict[str, Any]:
     return {"steps": probe.steps, "varied": {m.key: {"from": _plain(m.default), "to": _plain(m.value),
                                                       "moved_tolerances": round(m.moved_tolerances, 3)} for m in probe.moved},
             "left_out": probe.left_out}
-
-
-def _value(moved: Moved) -> str:
-    return repr(moved.value)
 
 
 def _plain(value: Any) -> Any:

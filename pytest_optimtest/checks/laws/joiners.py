@@ -7,10 +7,11 @@ from typing import Any, Literal
 
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.joiner_runs import JoinerRuns, joiner_runs
-from ...harness.law_runs import LR_PROBES, lr_probes
-from ..base import NotApplicable, Vacuous
+from ...harness.law_runs import lr_probes
+from ..base import Blocked, NotApplicable, Vacuous
 from .determinism import require_deterministic
-from .section import law_steps, law_tolerance, laws_of
+from .section import law_steps, law_tolerance, laws_of, observed
+from .untouched import check_untouched
 
 
 def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"], said: str) -> dict[str, Any]:
@@ -18,14 +19,41 @@ def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"]
     (bf16), at the first larger lr of LR_PROBES that moves them."""
     require_deterministic(case, runs)
     steps = law_steps(case)
+    vacuous: Vacuous | None = None
     for factor, scaled in lr_probes(case):
         try:
-            return {**judge_joiners(scaled, law, joiner_runs(scaled, how, steps, steps, laws_of(case).min_ndim), said),
-                    "lr_factor": factor}
-        except Vacuous:
-            if factor == LR_PROBES[-1]:
-                raise
+            runs_at_lr = joiner_runs(scaled, how, steps, steps, laws_of(case).min_ndim)
+        except Exception as exc:
+            if vacuous is not None:
+                raise vacuous from None  # a larger lr it refuses: what the case's lr showed stands
+            if how == "late":
+                _blocked_by_untouched(case, runs, exc)
+            raise  # at the case's own lr a raise is the optimizer's, and shown as such
+        try:
+            return {**judge_joiners(scaled, law, runs_at_lr, said), "lr_factor": factor}
+        except Vacuous as exc:
+            vacuous = exc
+        except AssertionError as exc:
+            if observed(case, runs).run.torch_rng_used:
+                raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and a run over "
+                              f"other params draws in another order ({str(exc).splitlines()[-1].strip()})") from exc
+            raise
+    if vacuous is not None:
+        raise vacuous
     raise NotApplicable(f"{case.id}: law {law}: the case's lr cannot be read as a number")
+
+
+def _blocked_by_untouched(case: Any, runs: Any, exc: Exception) -> None:
+    """Params without a grad for their first steps raised: law untouched's params without a grad say
+    so too where it is declared, and then its red is this one's root cause."""
+    if not laws_of(case).untouched:
+        return
+    try:
+        check_untouched(case, runs)
+    except Exception as untouched:
+        if type(untouched) is type(exc):
+            raise Blocked(f"{case.id}: blocked by law_untouched: a step over a param whose grad is None raised "
+                          f"{type(exc).__name__}: {exc}") from exc
 
 
 def judge_joiners(case: Any, law: str, runs: JoinerRuns, how: str) -> dict[str, Any]:
