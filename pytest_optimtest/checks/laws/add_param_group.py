@@ -20,16 +20,26 @@ def check_add_param_group(case: Any, runs: Any) -> Verdict:
     try:
         evidence = joiners_judged(case, runs, "add_param_group", "added", "join through add_param_group")
     except AssertionError:
-        if "late_joiners" not in laws_of(case).off:
-            try:
-                joiners_judged(case, runs, "late_joiners", "late", "get their first grad")
-            except AssertionError as late:  # one root cause (no per-param step count, say), one red: late_joiners'
-                raise Blocked(f"{case.id}: blocked by law_late_joiners: params that start late already leave a fresh "
-                              f"optimizer's path ({str(late).splitlines()[0]}); an added group doing so too is that "
-                              "root cause") from None
+        late = _late_joiners_red(case, runs)
+        if late:  # one root cause (no per-param step count, say), one red: late_joiners'
+            raise Blocked(f"{case.id}: blocked by law_late_joiners: params that start late already leave a fresh "
+                          f"optimizer's path ({late}); an added group doing so too is that root cause") from None
         raise
     return Verdict(f"a group added after {steps} steps stepped {steps} steps as a fresh optimizer does; moved "
                    f"{evidence['moved_tolerances']:.3g} tol", evidence)
+
+
+def _late_joiners_red(case: Any, runs: Any) -> str | None:
+    """The first line of law late_joiners' red on this case (None: it is off, passes, or says nothing)."""
+    if "late_joiners" in laws_of(case).off:
+        return None
+    try:
+        joiners_judged(case, runs, "late_joiners", "late", "get their first grad")
+    except AssertionError as late:
+        return str(late).splitlines()[0]
+    except Exception:  # noqa: BLE001 - vacuous, blocked or raising: no verdict to defer to
+        return None
+    return None
 
 
 LAW_ADD_PARAM_GROUP = Check("law_add_param_group", check_add_param_group, "an added group steps as in a fresh optimizer",
