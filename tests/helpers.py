@@ -1,7 +1,10 @@
-"""Build cases from YAML text, for unit tests of checks and expansion."""
+"""Build cases from YAML text, for unit tests of checks and expansion; run a spec session verbosely."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -23,3 +26,18 @@ def cases_from(tmp_path: Path, text: str, version: str | None = None) -> list[Ca
 def one_case(tmp_path: Path, text: str) -> Case:
     (case,) = cases_from(tmp_path, text)
     return case
+
+
+def run_verbose(root: Path, *args: str) -> str:
+    """A verbose, in-process (no rank subprocesses), unshuffled pytest session in `root`: its stdout."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rsP", "-n", "0", "--optim-in-process", "-p",
+                             "no:randomly", "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True,
+                            timeout=900)
+    return result.stdout
+
+
+def item_outcome(out: str, spec: str, check: str) -> str:
+    """PASSED, FAILED, SKIPPED or ERROR of `<spec>-default-cpu::<check>` in a verbose session's output."""
+    match = re.search(rf"specs/[a-z_]*\.yaml::{spec}-default-cpu::{check} (PASSED|FAILED|SKIPPED|ERROR)", out)
+    assert match, f"{spec} {check} not in the output:\n{out[-3000:]}"
+    return match.group(1)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import item_outcome, run_verbose
 
 TESTS = Path(__file__).resolve().parent
 ROUND_TWO = ("law_grads_untouched", "law_closure_loss", "law_add_param_group", "law_group_hyperparameters",
@@ -37,13 +38,6 @@ BREAKS = {  # planted optimizer -> the one law it breaks, and what its message s
 CHECKS = "checks: [" + ", ".join(ROUND_TWO) + "]\n"
 
 
-def _run(root: Path, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rs", "-n", "0", "--optim-in-process", "-p",
-                             "no:randomly", "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True,
-                            timeout=900)
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("contract")
@@ -65,44 +59,38 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     (root / "specs" / "off.yaml").write_text("optimizer: planted_contract:SharedCounterAdam\nname: off\nkwargs: {lr: 0.01}\n"
                                              "checks: [law_late_joiners, law_add_param_group]\n"
                                              "laws:\n  off: {late_joiners: 'one step counter for all params, by design'}\n")
-    return _run(root, "--optim-spec", "specs")
-
-
-def _outcome(out: str, spec: str, check: str) -> str:
-    match = re.search(rf"specs/[a-z_]*\.yaml::{spec}-default-cpu::{check} (PASSED|FAILED|SKIPPED|ERROR)", out)
-    assert match, f"{spec} {check} not in the output:\n{out[-3000:]}"
-    return match.group(1)
+    return run_verbose(root, "--optim-spec", "specs")
 
 
 @pytest.mark.parametrize("planted", sorted(BREAKS))
 def test_each_planted_optimizer_is_caught_by_the_law_it_breaks_and_no_other(session, planted):
     law, message = BREAKS[planted]
-    outcomes = {check: _outcome(session, planted.lower(), check) for check in ROUND_TWO}
+    outcomes = {check: item_outcome(session, planted.lower(), check) for check in ROUND_TWO}
     assert outcomes.pop(law) == "FAILED"
     assert "FAILED" not in outcomes.values(), outcomes
     assert re.search(message, session), message
 
 
 def test_a_correct_optimizer_obeys_every_law_of_round_two(session):
-    assert {_outcome(session, "correctsgd", check) for check in ROUND_TWO} == {"PASSED"}
+    assert {item_outcome(session, "correctsgd", check) for check in ROUND_TWO} == {"PASSED"}
 
 
 def test_hooks_fired_twice_by_a_hooked_base_step_are_torchs_doing(session):
-    assert _outcome(session, "base", "law_hooks") == "PASSED"
-    assert _outcome(session, "sub", "law_hooks") == "FAILED"
+    assert item_outcome(session, "base", "law_hooks") == "PASSED"
+    assert item_outcome(session, "sub", "law_hooks") == "FAILED"
     assert re.search(r"step hooks fired 2 times a step \(pre 2 times, then post\): the step calls HookedBaseSGD.step, "
                      r"which torch.optim also wrapped .*: torch's doing", session)
 
 
 def test_one_root_cause_one_red_an_added_group_is_blocked_by_late_joiners(session):
-    assert _outcome(session, "sharedcounteradam", "law_add_param_group") == "SKIPPED"
+    assert item_outcome(session, "sharedcounteradam", "law_add_param_group") == "SKIPPED"
     assert "blocked by law_late_joiners: params that start late already leave a fresh optimizer's path" in session
 
 
 def test_a_law_turned_off_is_skipped_with_its_reason_and_the_other_still_runs(session):
-    assert _outcome(session, "off", "law_late_joiners") == "SKIPPED"
+    assert item_outcome(session, "off", "law_late_joiners") == "SKIPPED"
     assert "law late_joiners is off in the spec: one step counter for all params, by design" in session
-    assert _outcome(session, "off", "law_add_param_group") == "FAILED"  # nothing blocks it now: it says so itself
+    assert item_outcome(session, "off", "law_add_param_group") == "FAILED"  # nothing blocks it now: it says so itself
 
 
 def test_the_laws_of_round_two_are_on_without_a_laws_section(tmp_path):
@@ -143,13 +131,13 @@ def test_items_blocked_by_another_laws_red_are_counted_as_blocked(session):
 
 
 def test_a_value_read_when_state_is_made_is_taken_by_state_made_after_it(session):
-    assert _outcome(session, "initialvaluesgd", "law_changed_hyperparameters") == "PASSED"
+    assert item_outcome(session, "initialvaluesgd", "law_changed_hyperparameters") == "PASSED"
     assert "initial: of state made after it, an initial value" in session
 
 
 def test_coupled_groups_are_held_to_their_own_values_against_equal_groups(session):
-    assert _outcome(session, "globalnormsgd", "law_group_hyperparameters") == "PASSED"
+    assert item_outcome(session, "globalnormsgd", "law_group_hyperparameters") == "PASSED"
     assert "(groups coupled: against equal groups)" in session
-    assert _outcome(session, "globalnormfirstgroupsgd", "law_group_hyperparameters") == "FAILED"
+    assert item_outcome(session, "globalnormfirstgroupsgd", "law_group_hyperparameters") == "FAILED"
     assert re.search(r"weight_decay \(group 1's 0.1, group 0's 0.0\): group 1 stepped exactly as with 0.0 \(its groups "
                      r"are coupled", session)

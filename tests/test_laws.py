@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import item_outcome, run_verbose
 
 TESTS = Path(__file__).resolve().parent
 LAW_CHECKS = "checks: [law_equivalent, law_untouched, law_param_groups, law_descent, law_complex]\n"
@@ -37,12 +38,6 @@ BREAKS = {  # planted optimizer -> the one law it breaks, and what its message s
 LAWS = ("law_equivalent", "law_untouched", "law_param_groups", "law_descent", "law_complex")
 
 
-def _run(root: Path, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-n", "0", "--optim-in-process", "-p", "no:randomly",
-                             "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True, timeout=900)
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("laws")
@@ -56,47 +51,41 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> str:
                                                   "laws: {untouched: true, zero_grads: true}\n")
     (root / "specs" / "ascendingsgd.yaml").write_text("optimizer: planted_laws:AscendingSGD\nkwargs: {lr: 0.01}\n"
                                                       "checks: [law_descent]\nlaws: {descent: true}\n")
-    return _run(root, "--optim-spec", "specs")
-
-
-def _outcome(out: str, spec: str, check: str) -> str:
-    match = re.search(rf"specs/{spec}\.yaml::{spec}-default-cpu::{check} (PASSED|FAILED|SKIPPED|ERROR)", out)
-    assert match, f"{spec} {check} not in the output"
-    return match.group(1)
+    return run_verbose(root, "--optim-spec", "specs")
 
 
 @pytest.mark.parametrize("planted", sorted(BREAKS))
 def test_each_planted_optimizer_is_caught_by_the_law_it_breaks_and_no_other(session, planted):
     law, message = BREAKS[planted]
     name = planted.lower()
-    outcomes = {check: _outcome(session, name, check) for check in LAWS}
+    outcomes = {check: item_outcome(session, name, check) for check in LAWS}
     assert outcomes.pop(law) == "FAILED"
     assert set(outcomes.values()) == {"PASSED"}, outcomes
     assert re.search(message, session), message
 
 
 def test_an_optimizer_that_climbs_breaks_descent(session):
-    assert _outcome(session, "ascendingsgd", "law_descent") == "FAILED"
+    assert item_outcome(session, "ascendingsgd", "law_descent") == "FAILED"
     assert re.search(r"law descent broken: 20 closure steps on a convex least-squares problem must lower its loss; it "
                      r"went from [\d.]+ to [\d.]+", session)
 
 
 def test_zero_grads_catches_a_decay_that_moves_params_without_gradient(session):
-    assert _outcome(session, "decaying", "law_untouched") == "FAILED"
+    assert item_outcome(session, "decaying", "law_untouched") == "FAILED"
     assert re.search(r"law zero_grads broken: with every grad zero from fresh state, no param may move; \['weight', "
                      r"'bias', .*\] moved at step 1", session)
 
 
 def test_a_correct_optimizer_obeys_every_law(session):
-    assert {_outcome(session, "foreachsgd", check) for check in LAWS} == {"PASSED"}
+    assert {item_outcome(session, "foreachsgd", check) for check in LAWS} == {"PASSED"}
 
 
 def test_a_bug_that_starts_late_is_in_reach_of_the_horizon(session, tmp_path):
-    assert _outcome(session, "lateforeachdriftsgd", "law_equivalent") == "PASSED"  # 7 steps: not yet
+    assert item_outcome(session, "lateforeachdriftsgd", "law_equivalent") == "PASSED"  # 7 steps: not yet
     shutil.copy(TESTS / "planted_laws.py", tmp_path)
     (tmp_path / "late.yaml").write_text("optimizer: planted_laws:LateForeachDriftSGD\nkwargs: {lr: 0.01}\n"
                                         "checks: [law_equivalent]\n" + ALL_LAWS)
-    out = _run(tmp_path, "--optim-spec", "late.yaml", "--optim-horizon", "10")
+    out = run_verbose(tmp_path, "--optim-spec", "late.yaml", "--optim-horizon", "10")
     assert "late.yaml::lateforeachdriftsgd-default-cpu::law_equivalent FAILED" in out
     assert "they differ after step 9 of 10" in out
 
@@ -109,7 +98,7 @@ def test_the_laws_init_proposes_for_a_correct_optimizer_pass(tmp_path):
     text = (tmp_path / "spec.yaml").read_text()
     assert "foreach: [{foreach: false}, {foreach: true}]" in text and "param_groups: true" in text
     assert "state_dtype: param" in text  # its momentum buffer follows the param's dtype, as init saw at bf16
-    out = _run(tmp_path, "--optim-spec", "spec.yaml", "-k", "law_")
+    out = run_verbose(tmp_path, "--optim-spec", "spec.yaml", "-k", "law_")
     assert re.search(r"26 passed", out), out[-3000:]  # four laws and the nine on by default, at float32 and bf16
     assert "FAILED" not in out
 
