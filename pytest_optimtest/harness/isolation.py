@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -17,12 +18,15 @@ from . import torch_api
 def isolated(**inductor_options: object) -> Iterator[None]:
     """Fresh dynamo/inductor state in, and every touched global restored on the way out.
 
-    Restores: default dtype, grad mode, CPU and CUDA RNG states, Python's RNG, inductor config,
-    and resets dynamo caches, inductor metrics and dynamo counters on both sides.
+    Restores: default dtype, grad mode, CPU and CUDA RNG states, Python's RNG, NumPy's global RNG
+    (where NumPy is loaded), inductor config, and resets dynamo caches, inductor metrics and dynamo
+    counters on both sides.
     """
     dtype = torch.get_default_dtype()
     grad = torch.is_grad_enabled()
     cpu_rng, python_rng = torch.get_rng_state(), random.getstate()
+    numpy = sys.modules.get("numpy")  # not imported here: an optimizer that uses it has loaded it
+    numpy_rng = numpy.random.get_state() if numpy is not None else None
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     torch_api.reset_compile_state()
     try:
@@ -34,6 +38,8 @@ def isolated(**inductor_options: object) -> Iterator[None]:
         torch.set_grad_enabled(grad)
         torch.set_rng_state(cpu_rng)
         random.setstate(python_rng)
+        if numpy is not None:
+            numpy.random.set_state(numpy_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
 

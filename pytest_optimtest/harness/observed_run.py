@@ -83,19 +83,12 @@ def _observed(case: Any, steps: int, min_ndim: int) -> ObservedRun:
     with isolated_case(case):
         params = law_params(case, min_ndim, empty=False)
         grads = law_grads(case, steps, params, scheduled=False)
-        numpy = _numpy()
-        numpy_state = numpy.random.get_state() if numpy else None
-        python_state = random.getstate()
-        try:
-            twin = _observe(case, params, grads, numpy)  # first: the hooks probe's load_state_dict may touch shared defaults
-            run = _observe(case, params, grads, numpy, probe_hooks=True)
-            if run.grad_problems:  # where: a third run, with every in-place write to a grad watched
-                run.grad_writes = _grad_writes(case, params, grads, numpy)
-            return ObservedRun(run, twin)
-        finally:  # a guest in the user's session: their RNGs as they left them
-            random.setstate(python_state)
-            if numpy is not None:
-                numpy.random.set_state(numpy_state)
+        numpy = _numpy()  # its global RNG and Python's are restored by isolated_case, as the user left them
+        twin = _observe(case, params, grads, numpy)  # first: the hooks probe's load_state_dict may touch shared defaults
+        run = _observe(case, params, grads, numpy, probe_hooks=True)
+        if run.grad_problems:  # where: a third run, with every in-place write to a grad watched
+            run.grad_writes = _grad_writes(case, params, grads, numpy)
+        return ObservedRun(run, twin)
 
 
 def _grad_writes(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, Any]],

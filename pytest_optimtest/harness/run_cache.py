@@ -11,8 +11,9 @@ from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
-from .hyperparameter_runs import HyperparameterProbe, probe_hyperparameters, two_groups_run
-from .law_runs import LawTrajectory
+from .hyperparameter_runs import GroupRuns, HyperparameterProbe, Moved, grouped_and_alone, probe_hyperparameters, two_groups_run
+from .joiner_runs import JoinerRuns, joiner_runs
+from .law_runs import LawTrajectory, lr_scaled
 from .ladder import Ladder
 from .observed_run import ObservedRun, observed_run
 from .ranks import RankPools
@@ -73,6 +74,17 @@ class RunCache:
     def two_groups(self, case: Case, steps: int, min_ndim: int) -> LawTrajectory:
         """The case's optimizer stepping two param groups with equal options (the laws over groups)."""
         return self._get("two_groups", case, lambda c: two_groups_run(c, steps, min_ndim))
+
+    def group_runs(self, case: Case, moved: Moved, steps: int, min_ndim: int) -> GroupRuns:
+        """The two-group and one-group runs of one moved hyperparameter (group_hyperparameters, and
+        changed_hyperparameters, which defers to its verdict key by key)."""
+        return self._get(("group_runs", moved.key), case, lambda c: grouped_and_alone(c, moved, steps, min_ndim))
+
+    def joiners(self, case: Case, how: str, factor: float, steps: int, min_ndim: int) -> JoinerRuns:
+        """The joiner runs at `factor` times the case's lr (late_joiners, and add_param_group, which
+        defers to late_joiners' red)."""
+        return self._get(("joiners", how, factor), case,
+                         lambda c: joiner_runs(lr_scaled(c, factor), how, steps, steps, min_ndim))  # type: ignore[arg-type]
 
     def _get(self, kind: Any, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.key)

@@ -28,7 +28,7 @@ def check_changed_hyperparameters(case: Any, runs: Any) -> Verdict:
         raise NotApplicable(f"{case.id}: the optimizer's hyperparameters besides lr are flags, which no schedule changes")
     judged, blocked, problems, initial_values = [], [], [], []
     for moved in numeric:
-        if group_problems(case, moved):  # law group_hyperparameters' red already says the group's value is not read
+        if group_problems(case, runs, moved)[0]:  # law group_hyperparameters' red already says the group's value is not read
             blocked.append(moved.key)
             continue
         judged.append(moved.key)

@@ -12,7 +12,7 @@ import torch
 
 from ...harness.blame import blame
 from ...harness.compare import listed, value_differences
-from ...harness.hyperparameter_runs import FIRST, SECOND, HyperparameterProbe, Moved, grouped_and_alone
+from ...harness.hyperparameter_runs import FIRST, SECOND, HyperparameterProbe, Moved
 from ...harness.ladder import MOVES
 from ..base import Blocked, Check, NotApplicable, Vacuous, Verdict
 from .determinism import require_deterministic
@@ -24,8 +24,8 @@ def check_group_hyperparameters(case: Any, runs: Any) -> Verdict:
     require_deterministic(case, runs)
     runs.two_groups(case, law_steps(case), laws_of(case).min_ndim)  # two groups must step at all: raised, this red
     probe = hyperparameters(case, runs)
-    found = {m.key: group_problems(case, m) for m in probe.moved}
-    broken = {key: problems for key, problems in found.items() if problems}
+    found = {m.key: group_problems(case, runs, m) for m in probe.moved}
+    broken = {key: problems for key, (problems, _) in found.items() if problems}
     if broken:
         if observed(case, runs).run.torch_rng_used:
             raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and one optimizer over two "
@@ -35,7 +35,7 @@ def check_group_hyperparameters(case: Any, runs: Any) -> Verdict:
         raise AssertionError(f"{case.id}: law group_hyperparameters broken: a param group's own hyperparameters must be "
                              f"the ones its params step with; two groups differing in one must step as two optimizers, "
                              f"one a group, over {probe.steps} steps; they do not for:" + listed(shown))
-    coupled = [key for key, problems in found.items() if problems is COUPLED]
+    coupled = [key for key, (_, against_equal) in found.items() if against_equal]
     return Verdict(f"{len(probe.moved)} hyperparameters honoured per group over {probe.steps} steps: "
                    + ", ".join(m.key for m in probe.moved) + (" (groups coupled: against equal groups)" if coupled else ""),
                    {**evidence(probe), "coupled_groups": bool(coupled)})
@@ -68,33 +68,27 @@ def hyperparameters(case: Any, runs: Any) -> HyperparameterProbe:
     return probe
 
 
-class _Coupled(list):
-    """No problem (empty, so false), and the groups were compared against equal groups, not one optimizer a group."""
-
-
-COUPLED = _Coupled()
-
-
-def group_problems(case: Any, moved: Moved) -> list[str]:
-    """Where the two-group run leaves the one-group-an-optimizer runs, first step first. An optimizer
-    whose groups are coupled (equal groups already step unlike two optimizers: a step count, a norm
-    or a schedule shared by all) is held to less: its moved group must step unlike the equal groups'."""
+def group_problems(case: Any, cache: Any, moved: Moved) -> tuple[list[str], bool]:
+    """(where the two-group run leaves the one-group-an-optimizer runs, first step first; whether the
+    groups were judged against equal groups). An optimizer whose groups are coupled (equal groups
+    already step unlike two optimizers: a step count, a norm or a schedule shared by all) is held to
+    less: its moved group must step unlike the equal groups'."""
     steps, tol = law_steps(case), law_tolerance(case)
     try:
-        runs = grouped_and_alone(case, moved, steps, laws_of(case).min_ndim)
+        runs = cache.group_runs(case, moved, steps, laws_of(case).min_ndim)
     except NotApplicable:
         raise
     except Exception as exc:  # equal groups step (require_two_groups): this value in one group is what raised
         where = blame(exc).where
         return [f"two groups, group 1's {moved.key} = {moved.value!r}, raised {type(exc).__name__}: {exc}"
-                + (f" at {where}" if where else "") + " (one optimizer with that value for all params did not)"]
+                + (f" at {where}" if where else "") + " (one optimizer with that value for all params did not)"], False
     if _first_difference(runs.equal, runs.first, runs.second_default, steps, tol):
         same = all(torch.equal(runs.grouped.params_after(s)[n], runs.equal.params_after(s)[n])
                    for s in range(1, steps + 1) for n in SECOND)
         return [f"group 1 stepped exactly as with {moved.default!r} (its groups are coupled, so this is against equal "
-                "groups: the step does not read the group's own value)"] if same else COUPLED
+                "groups: the step does not read the group's own value)"] if same else [], True
     problem = _first_difference(runs.grouped, runs.first, runs.second, steps, tol)
-    return [problem] if problem else []
+    return [problem] if problem else [], False
 
 
 def _first_difference(together: Any, first: Any, second: Any, steps: int, tol: Any) -> str | None:

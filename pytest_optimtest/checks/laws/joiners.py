@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ...harness.compare import listed, max_movement, snapshot_differences
-from ...harness.joiner_runs import JoinerRuns, joiner_runs
+from ...harness.joiner_runs import JoinerRuns
 from ...harness.law_runs import lr_probes
 from ..base import Blocked, NotApplicable, Vacuous
 from .determinism import require_deterministic
@@ -22,7 +22,7 @@ def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"]
     vacuous: Vacuous | None = None
     for factor, scaled in lr_probes(case):
         try:
-            runs_at_lr = joiner_runs(scaled, how, steps, steps, laws_of(case).min_ndim)
+            runs_at_lr = runs.joiners(case, how, factor, steps, laws_of(case).min_ndim)
         except Exception as exc:
             if vacuous is not None:
                 raise vacuous from None  # a larger lr it refuses: what the case's lr showed stands
