@@ -8,18 +8,23 @@ import sys
 from pathlib import Path
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m pytest_optimtest` (the reference renders it)."""
     parser = argparse.ArgumentParser(prog="python -m pytest_optimtest")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schema", help="print the JSON Schema of spec files")
     check = sub.add_parser("check", help="validate spec files without running them")
-    check.add_argument("paths", nargs="+", type=Path)
+    check.add_argument("paths", nargs="+", type=Path, help="spec files or directories of them")
     init = sub.add_parser("init", help="write a starter spec for an optimizer class, from its constructor")
     init.add_argument("optimizer", help="import path, e.g. mypkg.optim:Lion or torch.optim.Adam")
     init.add_argument("-o", "--output", type=Path, help="file to write (default: <name>.yaml; '-' for stdout)")
     table = sub.add_parser("table", help="render an --optim-report JSON as a Markdown optimizer x check table")
-    table.add_argument("report", type=Path)
-    args = parser.parse_args(argv)
+    table.add_argument("report", type=Path, help="the JSON file --optim-report wrote")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     if args.command == "table":
         from .report import compatibility_table

@@ -1,4 +1,5 @@
-"""The README's tutorial spec runs and passes, so the README stays true."""
+"""The tutorial's spec (README.md, docs/getting-started.md) runs and passes, and the fuzzing page's
+strategies example runs, so the docs stay true."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ def test_tutorial_spec_passes(pytester):
     result.assert_outcomes(passed=4 * 3 + 2 * 5 + 4 + 2 + 2 + 8)
 
 
-def test_readme_strategies_example_runs(monkeypatch):
-    readme = (LION.parent.parent / "README.md").read_text()
-    start = readme.index("@given(spec_cases")
-    block = readme[readme.rindex("```python", 0, start) + len("```python"):readme.index("```", start)]
+def test_the_fuzzing_pages_strategies_example_runs(monkeypatch):
+    page = (LION.parent.parent / "docs" / "fuzzing.md").read_text()
+    start = page.index("@given(spec_cases")
+    block = page[page.rindex("```python", 0, start) + len("```python"):page.index("```", start)]
     monkeypatch.chdir(LION.parent.parent)
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "docs/fuzzing.md", "exec"), namespace)
     namespace["test_adam_never_makes_nan"]()

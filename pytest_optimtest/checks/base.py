@@ -83,6 +83,8 @@ class Check:
       declares it. A check that is not declared makes no items for the spec.
     - `case_names(section, names)`: the spec cases (of all their `names`) it applies to, for a
       check that costs too much to run on every case (it names them in its section).
+    - `proves`, `red`: the check's reference entry (docs/reference/checks.md): what a pass
+      requires and records, and what a red means and whose doing it usually is.
     - `rungs`: the rungs of the case's prerequisite ladder (harness/ladder.py) it stands on; when
       one fails, the check is skipped as blocked by it and one item of the case is red with the
       cause. Default: the optimizer constructs and its eager step runs (none for hook-order and
@@ -106,6 +108,8 @@ class Check:
     declared: Callable[[Any], bool] | None = None
     case_names: Callable[[Any, list[str]], Collection[str]] | None = None
     rungs: tuple[str, ...] | None = None
+    proves: str = ""  # what a pass requires and the evidence it records (the reference prints it)
+    red: str = ""  # what a red means and whose doing it usually is
 
     @property
     def ladder(self) -> tuple[str, ...]:

@@ -37,4 +37,8 @@ def check_cudagraphs(case: Any, runs: Any) -> Verdict:
 
 
 CHECK = Check("cudagraphs", check_cudagraphs, "CUDA: the compiled step ran under cudagraphs (one graph)", "plain", ("cuda",),
-              prerequisites=("parity",), section=Cudagraphs, rungs=COMPILED)
+              prerequisites=("parity",), section=Cudagraphs, rungs=COMPILED,
+              proves=("CUDA only: under inductor's `triton.cudagraphs` the compiled step records one CUDA graph per graph dynamo compiled and matches"
+                      " eager. Evidence: graphs recorded."),
+              red=("Re-recording (more graphs than dynamo compiled) or a difference: a step that changes tensor addresses or a CPU scalar per step "
+                   "(the optimizer's), or torch's cudagraph trees."))

@@ -107,6 +107,13 @@ def check_zero(case: Any, runs: Any) -> Verdict:
 
 DISTRIBUTED = Check("distributed", check_distributed,
                     "compiled train step in one process vs DDP on N ranks; eager DDP vs eager", "distributed",
-                    rungs=MOVES)
+                    rungs=MOVES,
+                    proves=("DDP on `world_size` ranks (gloo on CPU) equals one process eagerly and the compiled train step, and the ranks' replicas "
+                            "are bitwise identical. Evidence: iterations, ranks, moved tolerances."),
+                    red=("Rank-dependent updates (an unseeded generator), or compiled differing from DDP; the message says whether compiled already "
+                         "differs from eager in one process."))
 ZERO = Check("zero", check_zero, "ZeroRedundancyOptimizer vs the unsharded optimizer; consolidated state_dict loads back",
-             "distributed", apply_after=("distributed",), rungs=MOVES)
+             "distributed", apply_after=("distributed",), rungs=MOVES,
+             proves=("`ZeroRedundancyOptimizer` over the optimizer equals the unsharded one on every rank, and its consolidated state_dict loads into"
+                     " a plain optimizer and equals the unsharded state. Evidence: iterations, ranks."),
+             red="An optimizer that couples params (a global norm) sees only its shard: the optimizer's design, said so.")

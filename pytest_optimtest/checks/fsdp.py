@@ -153,7 +153,16 @@ DROPPED_KEYS = ("\n DCP loads a checkpoint into the state the optimizer holds (g
 
 
 FSDP = Check("fsdp", check_fsdp, "FSDP2-sharded params on N ranks, eager and compiled, vs whole params in one process",
-             "no_closure", section=FsdpSpec, validate=_validate, case_names=_case_names, rungs=MOVES)
+             "no_closure", section=FsdpSpec, validate=_validate, case_names=_case_names, rungs=MOVES,
+             proves=("FSDP2-sharded params (`fully_shard` on `world_size` ranks), stepped eagerly and compiled, equal the same optimizer over whole "
+                     "params in one process: params and state gathered with `full_tensor()`, and the param groups. Evidence: ranks, steps, moved "
+                     "tolerances, recompiles."),
+             red=("The optimizer cannot take DTensor params (its exception and line), or computes per shard what needs the whole tensor (a norm over "
+                  "`to_local()`): the optimizer's doing."))
 CHECKPOINT = Check("checkpoint", check_checkpoint, "DCP state saved on N ranks resumes at another world size like the "
                    "run that never stopped", "no_closure", section=FsdpSpec, section_key="fsdp",
-                   case_names=_case_names, apply_after=("fsdp",), rungs=MOVES)
+                   case_names=_case_names, apply_after=("fsdp",), rungs=MOVES,
+                   proves=("DCP state saved on N ranks loads at each of `fsdp.load_world_sizes` equal to what was saved, and continues like the run "
+                           "that never stopped. Evidence: world sizes, steps after resuming."),
+                   red=("A state key created only on a later step is dropped on load, a tensor lr comes back a float, or the resumed run diverges "
+                        "from the uninterrupted one: usually the optimizer's state_dict; torch's where DCP itself reshards wrongly."))

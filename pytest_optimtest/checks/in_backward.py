@@ -173,11 +173,23 @@ def _no_hook(case: Any) -> tuple[int, float]:
 
 
 IN_BACKWARD = Check("in_backward", check_in_backward, "optimizer applied in backward equals normal stepping", "plain",
-                    section=InBackwardSpec, section_key=SECTION_KEY, validate=validate_groups, rungs=MOVES)
+                    section=InBackwardSpec, section_key=SECTION_KEY, validate=validate_groups, rungs=MOVES,
+                    proves=("A model whose optimizer is applied in backward (`_apply_optimizer_in_backward`, one optimizer per `in_backward.groups` "
+                            "group) equals a twin stepped normally, after every one of `in_backward.steps` steps; `_get_in_backward_optimizers` "
+                            "returns the optimizers on the params. Evidence: steps compared, moved tolerances."),
+                    red=("The per-param step differs: the optimizer couples params (a global norm: declare `per_parameter`), or torch's in-backward "
+                         "hooks fire unlike expected. An optimizer drawing from torch's RNG is not comparable (vacuous), not red."))
 TIED = Check("in_backward_tied", check_in_backward_tied, "the same, with tied (shared) params", "plain",
-             prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY, rungs=MOVES)
+             prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY, rungs=MOVES,
+             proves="The same with the params of `in_backward.tie` shared (tied weights). Evidence: the tie, steps compared.",
+             red="A tied param updated twice (both aliases handed to the in-backward optimizer) or once too few.")
 TWO_OPTIMIZERS = Check("in_backward_two_optimizers", check_in_backward_two_optimizers, "the same, two optimizers per param",
                        "plain", prerequisites=("in_backward",), section=InBackwardSpec, section_key=SECTION_KEY,
-                       rungs=MOVES)
+                       rungs=MOVES,
+                       proves="The same with two optimizers applied to every param, on both sides. Evidence: steps compared.",
+                       red="The second optimizer's hook interferes with the first (shared state, a grad cleared early).")
 NO_HOOK = Check("in_backward_no_hook", check_in_backward_no_hook, "register_hook=False leaves params untouched", "plain",
-                section=InBackwardSpec, section_key=SECTION_KEY)
+                section=InBackwardSpec, section_key=SECTION_KEY,
+                proves=("With `register_hook=False` backward leaves the params untouched while the hooked twin moves (a 10x and a 100x probe lr are "
+                        "tried where one step rounds away). Evidence: unhooked and hooked movement in tolerances."),
+                red="Params moved without the hook: something steps them outside the optimizer; or the hooked twin never moved (vacuous).")

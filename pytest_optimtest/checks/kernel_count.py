@@ -63,4 +63,8 @@ def kernel_count_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 CHECK = Check("kernel_count", check_kernel_count, "inductor's generated kernel count equals the spec's", "no_closure",
               apply_after=("parity",), section=KernelCounts, section_key="kernel_counts", expect=expected_kernels,
-              metrics=kernel_count_metrics, rungs=COMPILED)
+              metrics=kernel_count_metrics, rungs=COMPILED,
+              proves=("Inductor generated exactly the spec's `kernel_counts` entry for this torch release and device over the warm-up. Evidence: the "
+                      "observed `kernels` and the table entry that applied."),
+              red=("A different count: the optimizer's step (or torch's fusion) changed. The message names the spec line to change; `--optim-update-"
+                   "expected` writes it. Neither side is wrong by itself: it is a performance regression to look at."))

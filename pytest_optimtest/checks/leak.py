@@ -122,4 +122,8 @@ def _global_holder(module: str, name: str) -> str:
 
 
 CHECK = Check("no_leak", check_no_leak, "params are freed once model, optimizer and compiled step are dropped", "primary",
-              rungs=COMPILED)
+              rungs=COMPILED,
+              proves=("No param survives `gc.collect()` once the model, optimizer and compiled step are dropped. Evidence: the params tracked and how"
+                      " they were freed (params freed only by the cycle collector are reported, not failed)."),
+              red=("A param kept alive, with the referrer chain to the module global holding it: the optimizer's own global (a registry, a cache) or "
+                   "torch's (dynamo's `__compiled_fn_*` globals, its compile cache: named as torch's doing)."))

@@ -104,4 +104,8 @@ def side_by_side(expected: list[HookEvent], observed: list[HookEvent], at: int) 
     return "\n".join(lines)
 
 
-CHECK = Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order")
+CHECK = Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order",
+              proves=("Hook-order specs only: ModTracker reports the module hooks (and the model's marks) in the spec's order, or the order derived "
+                      "from the module tree. Evidence: the events compared."),
+              red=("Events differ: torch's ModTracker (or activation checkpointing) changed between releases, or the model's hooks are wrong; key "
+                   "`expected` by torch release where torch changed."))

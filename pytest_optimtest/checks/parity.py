@@ -65,4 +65,12 @@ def parity_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 
 CHECK = Check("parity", check_parity, "eager vs compiled step: params, state, param_groups, attributes",
-              metrics=parity_metrics, rungs=PARITY)
+              metrics=parity_metrics, rungs=PARITY,
+              proves=("Params, every state value, `param_groups` and the optimizer's plain attributes are equal (tensors within the dtype's "
+                      "tolerance, the rest exactly) after the compiled run's last steady step. Evidence: `step_graphs`, `closure_graphs` and "
+                      "`kernels` of the step's own code (the closure's graphs counted apart), `steps_compared`, `moved_tolerances`."),
+              red=("The compiled step computes another value than eager: names the param or state key, the max abs/rel difference and index, and one "
+                   "`diagnosis:` line per mechanism it recognises (a state tensor aliasing a grad, RNG without `fallback_random`, aot_eager vs "
+                   "inductor, bf16 rounding under `emulate_precision_casts`). Usually torch's doing when aot_eager matches eager (inductor's code "
+                   "generation); the optimizer's when the step reads something dynamo cannot guard (a Python global, an attribute written outside the"
+                   " graph)."))

@@ -178,6 +178,14 @@ def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
 RECOMPILE = Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation",
                   "no_closure", section=RecompileSpec, section_key=SECTION_KEY, validate=validate_recompile,
                   expect=perturbation_kernels, metrics=recompile_metrics, needs=("perturbations",),
-                  rungs=COMPILED)
+                  rungs=COMPILED,
+                  proves=("The warm-up settled, no steady step recompiled, and each declared perturbation recompiled exactly as declared. Evidence: "
+                          "compiles per phase, with dynamo's reason for each recompile."),
+                  red=("An unexpected recompile, with dynamo's own guard failure (e.g. `param_groups[0]['betas'][0] == 0.95  # optim/adam.py:229`). "
+                       "Usually the optimizer's: a Python value that changes every step (a step counter, a float lr) guarded as a constant."))
 GRAPH_BREAKS = Check("graph_breaks", check_graph_breaks, "graph breaks without fullgraph equal the spec's count", "plain",
-                     section=GraphBreaks, metrics=graph_breaks_metrics, rungs=COMPILED)
+                     section=GraphBreaks, metrics=graph_breaks_metrics, rungs=COMPILED,
+                     proves=("A compile without fullgraph broke the step's graph for exactly `graph_breaks` distinct reasons (default 0). Evidence: "
+                             "the graphs and the break reasons."),
+                     red=("More or fewer breaks than declared, with dynamo's reasons and hints: the optimizer calls something dynamo cannot trace "
+                          "(`.item()`, a data-dependent branch, an unsupported builtin)."))

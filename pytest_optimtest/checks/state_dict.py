@@ -45,4 +45,9 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
 
 
 CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary",
-              rungs=COMPARED_COMPILED)
+              rungs=COMPARED_COMPILED,
+              proves=("The compiled optimizer's `state_dict` (through torch.save/load) loads into a fresh eager optimizer and eager's into the "
+                      "compiled one, and both continue equal, with at most `recompile.load_state_dict` recompiles. Evidence: steps compared, "
+                      "recompiles after load."),
+              red=("A state that does not survive the round trip (a key dropped or renamed, a tensor lr turned float), or a compiled step that "
+                   "recompiles on every load: the optimizer's `state_dict`/`load_state_dict` or torch's guards."))

@@ -45,4 +45,8 @@ def check_state_dtype(case: Any, runs: Any) -> Verdict:
 
 CHECK = Check("state_dtype", check_state_dtype, "state tensors keep the declared dtype (the param's, or float32)",
               "plain", dtypes=("bfloat16", "float16", "float64"), section=StateDtype,
-              declared=lambda contract: contract is not None)
+              declared=lambda contract: contract is not None,
+              proves=("Every state tensor but 0-d counters keeps the declared dtype (`state_dtype: param` or `float32`) at each non-float32 param "
+                      "dtype. Evidence: the state keys and their dtypes."),
+              red=("Names each state tensor that broke the contract: silently upcast, or kept in bf16 where updates below its resolution are lost. "
+                   "The optimizer's doing."))

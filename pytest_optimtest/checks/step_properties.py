@@ -71,7 +71,14 @@ def _require_meaningful(case: Any, eager: Run, compiled: Run, over: str) -> floa
 
 
 NONE_GRADS = Check("none_grads", check_none_grads, "steps with None grads on some params match eager", "primary",
-                   rungs=COMPARED_COMPILED)
+                   rungs=COMPARED_COMPILED,
+                   proves=("Compiled matches eager over six steps in which some params have `None` grads, state step counters included. Evidence: "
+                           "steps compared and how far the params moved."),
+                   red=("The compiled step treats a missing grad unlike eager (a skipped param's counter advanced, state created): usually the "
+                        "optimizer's Python branch on `p.grad is None` specialised wrongly, or torch's guard on it."))
 CLOSURE_GRAPH_BREAK = Check("closure_graph_break", check_closure_graph_break,
                             "step(closure) with a graph break matches eager", "primary",
-                            rungs=COMPARED_COMPILED)
+                            rungs=COMPARED_COMPILED,
+                            proves=("`step(closure)` with a graph break inside the closure matches eager, and the break really happened. Evidence: "
+                                    "the closure's graphs and the step's."),
+                            red="The compiled step with a breaking closure differs from eager, or never calls the closure (said so).")

@@ -27,14 +27,14 @@ SECTION_KEY = "in_backward"
 class ParamGroupSpec(StrictModel):
     """Params by name: a glob over unique names, or an exact name (an alias of a tied param too)."""
 
-    params: list[str] = Field(min_length=1)
-    kwargs: dict[str, Any] = {}
+    params: list[str] = Field(min_length=1, description="param names or fnmatch globs over them")
+    kwargs: dict[str, Any] = Field({}, description="the group's kwargs, over the case's")
 
 
 class InBackwardSpec(StrictModel):
     """How the in-backward checks build and compare their models."""
 
-    steps: int = Field(6, ge=1, le=MAX_STEPS)
+    steps: int = Field(6, ge=1, le=MAX_STEPS, description="train steps compared")
     groups: list[ParamGroupSpec] = Field(
         [ParamGroupSpec(params=["*weight"]), ParamGroupSpec(params=["*bias"])],
         description="optimizer groups (PyTorch's test: weights, biases); kwargs go over the case's",

@@ -26,11 +26,12 @@ class Perturbation(StrictModel):
     (hyperparameters written into every group, e.g. {maximize: true}).
     """
 
-    set_lr: float | None = None
-    replace_state: str | None = None
-    clear_state: bool = False
-    add_param_group: dict[str, Any] | None = None
-    set_group: dict[str, Any] | None = None
+    set_lr: float | None = Field(None, description="every group's lr becomes this Python float")
+    replace_state: str | None = Field(None, description="this state key of the first param is replaced by an equal "
+                                      "copy (proves a guard on the tensor's identity)")
+    clear_state: bool = Field(False, description="the optimizer's state is emptied")
+    add_param_group: dict[str, Any] | None = Field(None, description="kwargs of a new group holding one new param")
+    set_group: dict[str, Any] | None = Field(None, description="hyperparameters written into every group, e.g. {maximize: true}")
     recompiles: int | None = Field(1, ge=0, le=MAX_COMPILES, description="recompiles the next compiled step must make; "
                                    "null: observe and report only (the implicit default perturbation)")
     kernel_counts: KernelTable = Field({}, description="kernels that recompile generates, keyed as kernel_counts")
@@ -75,7 +76,7 @@ class Warmup(StrictModel):
 class RecompileSpec(StrictModel):
     """What the recompile check expects of the compiled step."""
 
-    warmup: Warmup = Warmup()
+    warmup: Warmup = Field(Warmup(), description="steps before the steady state, and the compiles they may make")
     steps: int = Field(4, ge=1, le=MAX_STEPS, description="steady steps after warm-up; none may recompile")
     perturbations: list[Perturbation] = Field(
         [Perturbation(clear_state=True, recompiles=None)],

@@ -31,8 +31,8 @@ class Tolerance(StrictModel):
     which are as large as the tensor's largest: up to `error_rate` of a tensor's elements may
     instead differ by atol + rtol * (the tensor's largest magnitude)."""
 
-    atol: float = Field(ge=0)
-    rtol: float = Field(ge=0)
+    atol: float = Field(ge=0, description="absolute tolerance")
+    rtol: float = Field(ge=0, description="relative tolerance, of eager's value")
     error_rate: float = Field(0.0, ge=0, le=1, description="fraction of a tensor's elements allowed to differ at "
                               "the tensor's scale (bf16/fp16 rounding where a subtraction cancels)")
 
@@ -73,11 +73,11 @@ class Rule(StrictModel):
     """Selects generated tests by case-id glob, devices, checks and torch versions; a reason is required."""
 
     cases: str = Field("*", description="fnmatch pattern over case ids, e.g. '*-tensor_lr-*'")
-    devices: list[Device] | None = None
+    devices: list[Device] | None = Field(None, description="devices the rule holds on (default: every one)")
     dtypes: list[Dtype] | None = Field(None, description="param dtypes the rule holds at")
-    checks: list[str] | None = None
+    checks: list[str] | None = Field(None, description="checks the rule holds for (default: every one)")
     torch: list[Any] | None = Field(None, description="torch versions the rule holds for, e.g. ['2.11'] (a torch bug fixed later)")
-    reason: str = Field(min_length=1)
+    reason: str = Field(min_length=1, description="why: shown in the skip or xfail, and required")
 
     @field_validator("torch")
     @classmethod
@@ -90,23 +90,23 @@ class Rule(StrictModel):
 class GridAxis(StrictModel):
     """One flag crossed with every case; `devices` limits where it varies."""
 
-    values: list[Any] = Field(min_length=1)
-    devices: list[Device] | None = None
+    values: list[Any] = Field(min_length=1, description="the kwarg's values; a bare list is this")
+    devices: list[Device] | None = Field(None, description="devices where the kwarg varies (elsewhere: its first value)")
 
 
 class CaseSpec(StrictModel):
     """A named optimizer configuration, like PyTorch's OptimizerInput."""
 
-    name: str = Field(pattern=NAME)
-    kwargs: dict[str, Any] = {}
+    name: str = Field(pattern=NAME, description="the case's name, in its test ids")
+    kwargs: dict[str, Any] = Field({}, description="kwargs over the spec's; {tensor: x} makes a tensor on the case's device")
     schedulers: bool | list[str] = Field(
         False, description="true: one variant per spec scheduler; or a list of scheduler names"
     )
-    devices: list[Device] | None = None
-    closure: list[bool] | None = None
+    devices: list[Device] | None = Field(None, description="devices of this case (default: the spec's)")
+    closure: list[bool] | None = Field(None, description="closure variants of this case (default: the spec's)")
     dtypes: list[Dtype] | None = Field(None, min_length=1, description="param dtypes of this case (default: the spec's)")
     checks: list[str] | None = Field(None, description="checks of this case (default: the spec's `checks`)")
-    steps: int | None = Field(None, ge=1, le=MAX_STEPS)
+    steps: int | None = Field(None, ge=1, le=MAX_STEPS, description="steps of this case (default: the spec's)")
     tolerance: Tolerances | None = Field(None, description="per dtype, over the spec's; a bare {atol, rtol} is float32's")
 
     @field_validator("tolerance", mode="before")
@@ -121,7 +121,7 @@ class DistributedSpec(StrictModel):
     cases: list[str] | None = Field(
         None, description="names of the cases to run on N ranks, with their scheduler variants (default: the first case)"
     )
-    world_size: int = Field(2, ge=2, le=64)
+    world_size: int = Field(2, ge=2, le=64, description="ranks (processes on gloo)")
     iterations: int = Field(3, ge=1, le=MAX_STEPS, description="train steps: forward, backward, optimizer step, zero_grad")
     batch: int = Field(8, ge=1, le=65536, description="global batch, split evenly across the ranks")
     zero: bool = Field(True, description="also run ZeroRedundancyOptimizer over the spec's optimizer")
@@ -202,27 +202,27 @@ class FuzzParity(FuzzProperty):
     """Compiled vs eager step on fuzzed parameter shapes (0-d, one-element, empty, views)."""
 
     dynamic: bool = Field(True, description="compile with dynamic shapes (one symbolic graph for every size)")
-    steps: int = Field(2, ge=1, le=MAX_STEPS)
-    max_params: int = Field(4, ge=1, le=64)
-    max_dims: int = Field(3, ge=0, le=6)
-    max_side: int = Field(4, ge=1, le=16)
+    steps: int = Field(2, ge=1, le=MAX_STEPS, description="steps per example")
+    max_params: int = Field(4, ge=1, le=64, description="params per example, at most")
+    max_dims: int = Field(3, ge=0, le=6, description="dimensions per param, at most")
+    max_side: int = Field(4, ge=1, le=16, description="size of each dimension, at most")
 
 
 class FuzzInBackward(FuzzProperty):
     """In-backward vs the normally stepped reference on fuzzed MLPs, tied and untied."""
 
-    max_depth: int = Field(3, ge=2, le=8)
-    max_width: int = Field(6, ge=1, le=256)
+    max_depth: int = Field(3, ge=2, le=8, description="Linear layers per MLP, at most")
+    max_width: int = Field(6, ge=1, le=256, description="features per layer, at most")
 
 
 class FuzzShapes(FuzzProperty):
     """An eager metamorphic property over fuzzed params (0-d, one-element, empty, views)."""
 
-    steps: int = Field(3, ge=1, le=MAX_STEPS)
-    max_params: int = Field(4, ge=1, le=64)
+    steps: int = Field(3, ge=1, le=MAX_STEPS, description="steps per example")
+    max_params: int = Field(4, ge=1, le=64, description="params per example, at most")
     min_dims: int = Field(0, ge=0, le=6, description="e.g. 2 for optimizers of matrices only (Muon)")
-    max_dims: int = Field(3, ge=0, le=6)
-    max_side: int = Field(4, ge=1, le=16)
+    max_dims: int = Field(3, ge=0, le=6, description="dimensions per param, at most")
+    max_side: int = Field(4, ge=1, le=16, description="size of each dimension, at most")
     allow_empty: bool = Field(True, description="draw params with a 0 side (false: an optimizer that cannot step them)")
 
     @model_validator(mode="after")
@@ -251,13 +251,13 @@ class FuzzSpec(StrictModel):
     metamorphic properties of the eager step, which catch what eager and compiled share.
     """
 
-    parity: FuzzParity | None = None
-    in_backward: FuzzInBackward | None = None
+    parity: FuzzParity | None = Field(None, description="compiled vs eager step on fuzzed param shapes and views")
+    in_backward: FuzzInBackward | None = Field(None, description="in-backward vs normal stepping on fuzzed, tied MLPs")
     elementwise: FuzzShapes | None = Field(
         None, description="declare only for optimizers whose update of an element depends on that element alone "
         "(Adam, SGD, Lion; not Shampoo, Muon, Adafactor): layout, splitting and order do not change updates")
     maximize: FuzzMaximize | None = Field(None, description="the constructor must take `maximize`")
-    dtypes: FuzzDtypes | None = None
+    dtypes: FuzzDtypes | None = Field(None, description="params and state keep their dtype and device")
     determinism: FuzzShapes | None = Field(None, description="two runs with one seed are bitwise equal")
     zero_lr: FuzzShapes | None = Field(
         None, description="lr=0 leaves params bitwise unchanged; not for optimizers whose decay ignores lr")
@@ -276,19 +276,21 @@ class Spec(StrictModel):
     params: ParamsForm = Field(
         "list", description="how the constructor gets the model's params: list (model.parameters()), named "
         "(model.named_parameters()), model (the module itself), or a list of param groups selected by name or shape")
-    cases: list[CaseSpec] = Field([CaseSpec(name="default")], min_length=1)
-    grid: dict[str, GridAxis] = {}
+    cases: list[CaseSpec] = Field([CaseSpec(name="default")], min_length=1, description="named configurations, "
+                                  "like PyTorch's OptimizerInput (default: one case, 'default')")
+    grid: dict[str, GridAxis] = Field({}, description="kwarg -> values crossed with every case, e.g. {foreach: [false, true]}")
     schedulers: dict[str, dict[str, Any]] = Field(
         {}, description="LR scheduler name (torch.optim.lr_scheduler or import path) -> kwargs"
     )
-    devices: list[Device] = Field(["cpu"], min_length=1)
+    devices: list[Device] = Field(["cpu"], min_length=1, description="devices to generate cases for (those this "
+                                  "machine lacks are not generated)")
     closure: list[bool] = Field([False], min_length=1, description="run each case without/with a closure")
     steps: int = Field(2, ge=1, le=MAX_STEPS, description="steps of the once-per-optimizer checks; parity compares after at "
                        "least this many (its run is the warm-up and the recompile steady steps)")
     data: Literal["random", "ones"] = Field(
         "random", description="random: seeded randn input, squared loss; ones: PyTorch's torch.ones, sum loss"
     )
-    seed: int = Field(0, ge=0, lt=2**63)
+    seed: int = Field(0, ge=0, lt=2**63, description="torch's seed for the model, inputs and grads")
     dtypes: list[Dtype] = Field(["float32"], min_length=1, description="param dtypes: every case runs at each, "
                                 "the dtype in its id (float32 left out)")
     tolerance: Tolerances = Field({}, description="per param dtype, over DEFAULT_TOLERANCES; a bare {atol, rtol} "
@@ -305,13 +307,13 @@ class Spec(StrictModel):
                              "as timed out, with the stack where it hung (--optim-timeout overrides it)")
     requires: list[str] = Field([], description="modules the spec needs (e.g. the optimizer's package): when one "
                                 "cannot be imported, the spec's tests are skipped with that reason instead of failing")
-    distributed: DistributedSpec = DistributedSpec()
+    distributed: DistributedSpec = Field(DistributedSpec(), description="the distributed and zero checks' settings")
     fuzz: FuzzSpec | None = Field(None, description="Hypothesis properties: parity, in_backward")
     checks: list[str] | None = Field(
         None, description="checks to run (default: every registered check); each applies to the cases it can say something about"
     )
-    skip: list[Rule] = []
-    xfail: list[Rule] = []
+    skip: list[Rule] = Field([], description="tests not to run, each rule with its reason")
+    xfail: list[Rule] = Field([], description="tests expected to fail (strict: a pass is red), each rule with its reason")
 
     @field_validator("tolerance", mode="before")
     @classmethod
@@ -351,8 +353,8 @@ class HookEventSpec(StrictModel):
     event: str = Field(pattern=r"^(pre_fw|post_fw|pre_bw|post_bw|mark:.+)$",
                        description="a ModTracker user hook, or 'mark:<label>' recorded by the model itself")
     module: str | None = Field(description="fully qualified name, e.g. 'Mod.b.nest'; null once the module is deleted")
-    in_parents: bool
-    is_bw: bool
+    in_parents: bool = Field(description="whether the module is in tracker.parents at the event")
+    is_bw: bool = Field(description="tracker.is_bw at the event")
     parents: list[str] | None = Field(None, description="the whole tracker.parents set at that moment, when given")
 
     @model_validator(mode="before")
@@ -368,26 +370,26 @@ class HookEventSpec(StrictModel):
 class AfterBackward(StrictModel):
     """The tracker's state right after backward, still inside it."""
 
-    is_bw: bool = False
-    parents: list[str] = ["Global"]
+    is_bw: bool = Field(False, description="tracker.is_bw")
+    parents: list[str] = Field(["Global"], description="tracker.parents")
 
 
 class HookOrderSpec(StrictModel):
     """A ModTracker hook-order test: a model, its input, and the events ModTracker must report."""
 
-    kind: Literal["hook_order"]
+    kind: Literal["hook_order"] = Field(description="marks a hook-order spec")
     name: str = Field(pattern=NAME, description="the test id")
     model: str = Field(description="import path of a module class or factory")
-    model_kwargs: dict[str, Any] = {}
+    model_kwargs: dict[str, Any] = Field({}, description="kwargs of the model's constructor")
     inputs: str = Field(description="import path of a zero-argument callable returning the input (a tuple is unpacked)")
     iterations: int = Field(1, ge=1, le=MAX_STEPS, description="forward+backward passes, all recorded")
-    backward: bool = True
+    backward: bool = Field(True, description="run backward after each forward")
     drop_model_before_backward: bool = Field(False, description="delete the model between forward and backward")
     expected: Literal["derive"] | list[HookEventSpec] | dict[str, list[HookEventSpec]] = Field(
         "derive", description="'derive' (from the module tree and the forward call order), the events, "
         "or events keyed by torch major.minor ('*' for any other version)"
     )
-    after_backward: AfterBackward | None = None
+    after_backward: AfterBackward | None = Field(None, description="the tracker's state right after backward, checked when given")
     compare: Literal["all", "hooks", "marks"] = Field(
         "all", description="which events to compare: all, the four hooks only, or the model's marks only"
     )
@@ -406,7 +408,7 @@ class HookOrderSpec(StrictModel):
 class HookOrderFuzzSpec(FuzzProperty):
     """ModTracker on Hypothesis-drawn module trees: events nest, and equal the derived order."""
 
-    kind: Literal["hook_order_fuzz"]
+    kind: Literal["hook_order_fuzz"] = Field(description="marks a hook-order fuzz spec")
     name: str = Field(pattern=NAME, description="the test id")
     max_leaves: int = Field(6, ge=1, le=64, description="Linear leaves per tree, at most")
     max_children: int = Field(3, ge=1, le=16, description="children per container, at most")

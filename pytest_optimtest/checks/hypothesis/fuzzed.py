@@ -171,8 +171,15 @@ def nesting_problem(events: list[HookEvent]) -> str | None:
     return None
 
 
-PARITY = Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz")
+PARITY = Check("fuzz_parity", check_fuzz_parity, "Hypothesis: compiled vs eager step on fuzzed param shapes and views", "fuzz",
+               proves=("Hypothesis: compiled equals eager on fuzzed param shapes (0-d, one-element, empty, views) within the declared bounds; passes "
+                       "only if some example moved the params."),
+               red="A falsifying minimal example, printed as code with the command to rerun it and the `@example` to pin it.")
 IN_BACKWARD = Check("fuzz_in_backward", check_fuzz_in_backward, "Hypothesis: in-backward vs reference on fuzzed, tied MLPs",
-                    "fuzz")
+                    "fuzz",
+                    proves="Hypothesis: in-backward equals normal stepping on fuzzed MLPs, tied and untied.",
+                    red="A minimal MLP where the per-param step differs.")
 HOOK_ORDER = Check("fuzz_hook_order", check_fuzz_hook_order,
-                   "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz")
+                   "Hypothesis: ModTracker nests and equals the derived order on fuzzed trees", "fuzz",
+                   proves="Hypothesis: on drawn module trees, ModTracker's events nest and equal the derived order.",
+                   red="The minimal module tree whose events do not nest.")

@@ -267,9 +267,20 @@ def check_fuzz_zero_lr(fuzz: Any, runs: Any) -> Verdict:
 
 
 ELEMENTWISE = Check("fuzz_elementwise", check_fuzz_elementwise,
-                    "Hypothesis: layout, splitting and param order do not change updates", "fuzz")
+                    "Hypothesis: layout, splitting and param order do not change updates", "fuzz",
+                    proves=("Hypothesis, eager: a 0-d param steps like a one-element one, a view like a contiguous copy, params stepped together like"
+                            " apart, rotated params give rotated updates. Declare it only for element-wise optimizers."),
+                    red="The minimal example where layout, splitting or order changed an update.")
 MAXIMIZE = Check("fuzz_maximize", check_fuzz_maximize, "Hypothesis: maximize on grad g equals minimize on -g, state included",
-                 "fuzz")
-DTYPES = Check("fuzz_dtypes", check_fuzz_dtypes, "Hypothesis: params and state keep their dtype and device", "fuzz")
-DETERMINISM = Check("fuzz_determinism", check_fuzz_determinism, "Hypothesis: two runs from one seed are bitwise equal", "fuzz")
-ZERO_LR = Check("fuzz_zero_lr", check_fuzz_zero_lr, "Hypothesis: lr=0 leaves params unchanged", "fuzz")
+                 "fuzz",
+                 proves="Hypothesis, eager: `maximize=True` on grad g equals `maximize=False` on -g, params and state.",
+                 red="The minimal example where maximize is not a sign flip.")
+DTYPES = Check("fuzz_dtypes", check_fuzz_dtypes, "Hypothesis: params and state keep their dtype and device", "fuzz",
+               proves="Hypothesis, eager: params and state keep their dtype and device.",
+               red="The state tensor silently upcast or moved, with the minimal example.")
+DETERMINISM = Check("fuzz_determinism", check_fuzz_determinism, "Hypothesis: two runs from one seed are bitwise equal", "fuzz",
+                    proves="Hypothesis, eager: two runs from one seed are bitwise equal, params and state.",
+                    red="The minimal example where two runs differ.")
+ZERO_LR = Check("fuzz_zero_lr", check_fuzz_zero_lr, "Hypothesis: lr=0 leaves params unchanged", "fuzz",
+                proves="Hypothesis, eager: lr=0 leaves params bitwise unchanged while the case's lr moves them.",
+                red="The minimal example where a zero lr still moves params (a decay or minimum step that ignores lr).")

@@ -43,4 +43,8 @@ def _late_joiners_red(case: Any, runs: Any) -> str | None:
 
 
 LAW_ADD_PARAM_GROUP = Check("law_add_param_group", check_add_param_group, "an added group steps as in a fresh optimizer",
-                            "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                            "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                            proves=("Params added with `add_param_group` after 7 steps move and step as a fresh optimizer over them alone, params and"
+                                    " state. Evidence: steps compared, moved tolerances."),
+                            red=("An added group that never moves or steps unlike a fresh optimizer (state sized at construction, a global step). "
+                                 "Blocked by law_late_joiners' red, its usual root cause."))

@@ -30,4 +30,7 @@ def check_bounded_state(case: Any, runs: Any) -> Verdict:
 
 
 LAW_BOUNDED_STATE = Check("law_bounded_state", check_bounded_state, "state stops growing after a warm-up", "primary",
-                          section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                          section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                          proves=("Tensor bytes and container lengths of the state and of the optimizer's own attributes stop growing after a 7-step "
+                                  "warm-up. Evidence: sizes over the window."),
+                          red="State that grows every step (a history list, a per-step cache): a memory leak in training.")

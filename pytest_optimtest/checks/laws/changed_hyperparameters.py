@@ -83,4 +83,9 @@ def _differs(kept: Any, changed: Any, at: int, names: list[str]) -> bool:
 
 LAW_CHANGED_HYPERPARAMETERS = Check("law_changed_hyperparameters", check_changed_hyperparameters,
                                     "a hyperparameter assigned between steps takes effect", "primary", section=Laws,
-                                    section_key=SECTION_KEY, rungs=MOVES)
+                                    section_key=SECTION_KEY, rungs=MOVES,
+                                    proves=("A numeric hyperparameter assigned to every group after step 7 changes steps 8-14 (a value read when a "
+                                            "param's state is made passes where state made after the change takes it). Evidence: keys changed and how"
+                                            " each was read."),
+                                    red=("A value the next steps ignore (cached at construction) or cannot take (a KeyError for state the step never "
+                                         "made)."))

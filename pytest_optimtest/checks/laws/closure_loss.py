@@ -48,4 +48,6 @@ def _shown(value: Any) -> str:
 
 
 LAW_CLOSURE_LOSS = Check("law_closure_loss", check_closure_loss, "step(closure) returns the closure's loss", "primary",
-                         section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                         section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                         proves="`step(closure)` returns the closure's loss. Evidence: the closure's return and the step's.",
+                         red="Another value, None, or a step that never calls its closure (said so): the optimizer's.")

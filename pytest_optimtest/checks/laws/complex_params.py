@@ -29,4 +29,6 @@ def check_complex(case: Any, runs: Any) -> Verdict:
 
 
 LAW_COMPLEX = Check("law_complex", check_complex, "a complex param steps like its view_as_real twin", "primary",
-                    dtypes=tuple(COMPLEX), section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.complex))
+                    dtypes=tuple(COMPLEX), section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.complex),
+                    proves="A complex param steps like its `view_as_real` twin. Evidence: steps, moved tolerances.",
+                    red="Complex params treated as a pair of coupled reals (a conjugate taken, a norm over both parts).")

@@ -40,4 +40,7 @@ def _names_maximize(optimizer_cls: type) -> bool:
 
 
 LAW_DESCENT = Check("law_descent", check_descent, "steps on a convex problem lower the loss (raise it under maximize)",
-                    "primary", section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.descent))
+                    "primary", section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.descent),
+                    proves=("Closure steps on a convex least-squares problem lower the loss (raise it under maximize), contiguous and not. Evidence: "
+                            "the first and last loss."),
+                    red="A sign error, a diverging update, a non-contiguous param mishandled: the optimizer's.")

@@ -58,4 +58,7 @@ def require_deterministic(case: Any, runs: Any) -> None:
 
 
 LAW_DETERMINISM = Check("law_determinism", check_determinism, "same seeds, same run; no global RNG of Python or NumPy",
-                        "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                        "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                        proves=("Two eager runs with the same seeds and grads are bitwise equal, and no step draws from Python's `random` or NumPy's "
+                                "global RNG. Evidence: steps compared, RNGs watched."),
+                        red="Runs that differ, or a step drawing from a global RNG of Python or NumPy (the user's own RNG use changes the run).")

@@ -79,4 +79,8 @@ def _shown(kwargs: dict[str, Any]) -> str:
 
 LAW_EQUIVALENT = Check("law_equivalent", check_equivalent, "kwargs that pick an implementation do not change the run",
                        "primary", section=Laws, section_key=SECTION_KEY, validate=validate_laws,
-                       declared=lambda laws: bool(laws and laws.equivalent), rungs=MOVES)
+                       declared=lambda laws: bool(laws and laws.equivalent), rungs=MOVES,
+                       proves=("Each declared kwargs variant (foreach, fused, a tensor lr) runs like the first, params and state, step by step; the "
+                               "kwarg must be stored in `defaults` or the groups (else vacuous: the constructor swallowed it). Evidence: variants, "
+                               "steps, moved tolerances."),
+                       red="An implementation path computing another update (eager and compiled share it, so parity passes it): the optimizer's.")

@@ -33,4 +33,8 @@ def check_grads_untouched(case: Any, runs: Any) -> Verdict:
 
 
 LAW_GRADS_UNTOUCHED = Check("law_grads_untouched", check_grads_untouched, "a step leaves every p.grad as it found it",
-                            "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                            "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                            proves=("A step leaves every `p.grad` as it found it: the same tensor, the same values. Evidence: the grads watched and "
+                                    "steps."),
+                            red=("The step clips, scales or replaces a grad; a rerun under a TorchFunctionMode names the op and the optimizer's "
+                                 "file:line."))

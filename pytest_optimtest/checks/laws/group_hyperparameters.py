@@ -117,4 +117,9 @@ def _plain(value: Any) -> Any:
 
 LAW_GROUP_HYPERPARAMETERS = Check("law_group_hyperparameters", check_group_hyperparameters,
                                   "every hyperparameter is its group's own", "primary", section=Laws,
-                                  section_key=SECTION_KEY, rungs=MOVES)
+                                  section_key=SECTION_KEY, rungs=MOVES,
+                                  proves=("Each hyperparameter key of `defaults` the constructor takes, moved in one group, makes two groups step as "
+                                          "two optimizers (coupled groups: the moved group steps unlike equal groups). Evidence: keys varied, keys "
+                                          "left out and why."),
+                                  red=("A hyperparameter read from the constructor or the first group, not the param's own: the optimizer's "
+                                       "(torch.optim's Adagrad reads `initial_accumulator_value` so: torch's)."))

@@ -68,4 +68,7 @@ def _calls(calls: list[str]) -> str:
 
 
 LAW_HOOKS = Check("law_hooks", check_hooks, "step and state_dict hooks fire as registered", "primary",
-                  section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                  section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                  proves="Step pre/post hooks fire once a step, in order; state_dict and load_state_dict hooks run. Evidence: hooks fired per step.",
+                  red=("A `step` replaced on the instance, or a `state_dict` override that skips the hooks: the optimizer's. Hooks fired twice by a "
+                       "base class's step that torch.optim wrapped too are named torch's doing."))

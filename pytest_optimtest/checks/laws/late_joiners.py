@@ -21,4 +21,7 @@ def check_late_joiners(case: Any, runs: Any) -> Verdict:
 
 
 LAW_LATE_JOINERS = Check("law_late_joiners", check_late_joiners, "a param whose grads start late steps as if fresh",
-                         "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES)
+                         "primary", section=Laws, section_key=SECTION_KEY, rungs=MOVES,
+                         proves="Params without a grad for 7 steps then step as a fresh optimizer's first steps. Evidence: steps compared.",
+                         red=("A step count shared by all params (bias correction of a thawed layer wrong): the optimizer's, or by design (turn it "
+                              "off with the reason)."))

@@ -78,4 +78,7 @@ def _changed_lr_changes_that_group_only(case: Any, params: dict, grads: list, st
 
 
 LAW_PARAM_GROUPS = Check("law_param_groups", check_param_groups, "each param group's own lr is the one used", "primary",
-                         section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.param_groups), rungs=MOVES)
+                         section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.param_groups), rungs=MOVES,
+                         proves=("An lr-0 group stays put, and changing one group's lr changes that group's next update only. Evidence: the groups "
+                                 "and the lr factor used."),
+                         red="The step reads the constructor's lr or another group's: per-group lrs and every LR scheduler silently do nothing.")

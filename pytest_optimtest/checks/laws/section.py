@@ -24,11 +24,11 @@ ON_BY_DEFAULT = ("grads_untouched", "closure_loss", "add_param_group", "group_hy
 class Descent(StrictModel):
     """N closure steps on a convex least-squares problem lower its loss (raise it under maximize)."""
 
-    steps: int = Field(20, ge=1, le=MAX_STEPS)
+    steps: int = Field(20, ge=1, le=MAX_STEPS, description="closure steps; the loss after them must be below the first")
 
 
 class Laws(StrictModel):
-    """Laws the optimizer obeys, each its own item per spec and device (README: conformance laws)."""
+    """Laws the optimizer obeys, each its own item per spec and device (docs: laws)."""
 
     steps: int = Field(7, ge=1, le=MAX_STEPS, description="steps each law takes (--optim-horizon raises it)")
     equivalent: dict[str, list[dict[str, Any]]] = Field(

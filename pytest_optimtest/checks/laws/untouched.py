@@ -78,4 +78,7 @@ def _zero_grads(case: Any, params: dict[str, torch.nn.Parameter], steps: int, to
 
 LAW_UNTOUCHED = Check("law_untouched", check_untouched, "what has no gradient is left alone", "primary",
                       section=Laws, section_key=SECTION_KEY,
-                      declared=lambda laws: bool(laws and (laws.untouched or laws.zero_grads)))
+                      declared=lambda laws: bool(laws and (laws.untouched or laws.zero_grads)),
+                      proves=("A param whose grad is None does not move and gets no state (with `zero_grads`: all-zero grads move nothing). Evidence:"
+                              " the params with and without grads, and how far the former moved."),
+                      red="Weight decay or momentum applied to a param without a grad, or state created for it: the optimizer's.")

@@ -1,0 +1,119 @@
+"""The docs stay true: the reference is generated from the code (a key, check or option added in
+code appears in it; one without a description is an error), every spec snippet in README.md and
+docs/ is a valid spec, and the tutorial's commands run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+from pytest_optimtest import Check, plugin, reference
+from pytest_optimtest.__main__ import build_parser
+from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.checks.base import Verdict
+from pytest_optimtest.spec.schema import Spec
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SPEC_SNIPPET = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)  # a yaml block with a title is some other file
+BASE_SPEC = "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n"
+
+
+class Budget(BaseModel):
+    """How much the planted check may spend."""
+
+    seconds: float = Field(1.0, description="the planted check's budget")
+
+
+def _planted_check(**docs: str) -> Check:
+    return Check("planted_budget", lambda case, runs: Verdict("ok", {"ok": True}), "the planted check's one line",
+                 section=Budget, section_key="planted_budget", **docs)
+
+
+def _planted_option(parser) -> None:
+    parser.getgroup("planted").addoption("--planted-option", action="store_true", help="the planted option's help")
+
+
+def test_the_reference_shows_a_key_a_check_and_an_option_added_in_code():
+    registry = CHECKS.with_checks([_planted_check(proves="a pass needs the budget kept", red="the budget was spent")])
+
+    keys, checks = reference.spec_keys(registry), reference.checks(registry)
+    options = reference.options([plugin.pytest_addoption, _planted_option])
+
+    assert "| `planted_budget` |" in keys and "the planted check's budget" in keys  # the section and its field
+    assert "### planted_budget" in checks and "a pass needs the budget kept" in checks and "the budget was spent" in checks
+    assert "`--planted-option`" in options and "the planted option's help" in options
+    assert "planted" not in reference.checks(CHECKS)  # a temporary registry; the built-in one is untouched
+
+
+def test_something_without_a_description_fails_the_reference():
+    with pytest.raises(reference.Undocumented, match="'planted_budget' has no proves"):
+        reference.checks(CHECKS.with_checks([_planted_check(red="the budget was spent")]))
+
+    class Bare(BaseModel):
+        """A section with an undocumented key."""
+
+        seconds: float = 1.0
+
+    bare = Check("planted_bare", lambda case, runs: None, "one line", section=Bare, proves="p", red="r")
+    with pytest.raises(reference.Undocumented, match="spec key 'seconds' of Bare has no description"):
+        reference.spec_keys(CHECKS.with_checks([bare]))
+
+    with pytest.raises(reference.Undocumented, match="--bare has no help"):
+        reference.options([lambda parser: parser.addoption("--bare")])
+
+
+def test_every_builtin_key_check_option_and_command_is_documented():
+    assert all(f"### {name} " in reference.checks(CHECKS) for name in CHECKS)
+    keys = reference.spec_keys(CHECKS)
+    assert all(f"| `{key}` |" in keys for key in Spec.model_fields)
+    assert "`--optim-spec`" in reference.options([plugin.pytest_addoption])
+    assert all(f"### `{name}`" in reference.commands(build_parser()) for name in ("schema", "check", "init", "table"))
+
+
+def _snippets() -> list[tuple[str, str]]:
+    found = []
+    for path in DOC_FILES:
+        text = path.read_text()
+        for match in SPEC_SNIPPET.finditer(text):
+            found.append((f"{path.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 2}", match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize(("where", "snippet"), _snippets(), ids=[w for w, _ in _snippets()])
+def test_every_spec_snippet_in_the_docs_is_a_valid_spec(where, snippet, tmp_path):
+    """A whole spec as it is; a fragment (top-level keys of a spec) under a base spec's optimizer."""
+    whole = re.search(r"^(optimizer|kind):", snippet, re.M) is not None
+    path = tmp_path / "snippet.yaml"
+    path.write_text(snippet if whole else BASE_SPEC + snippet)
+    CHECKS.load_spec(path)  # schema and the checks' sections; SpecError names the file, line and key
+
+
+def _tutorial_commands() -> list[list[str]]:
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    block = text[text.index("Run it:"):]
+    block = block[block.index("```bash\n") + len("```bash\n"):block.index("```", block.index("```bash\n") + 7)]
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip() and not line.startswith("cd ")]
+    assert commands and all(c[:3] == ["python", "-m", "pytest"] for c in commands), commands
+    return [c[3:] for c in commands]
+
+
+def test_the_tutorials_commands_run(pytester):
+    """Each command of the tutorial, as written: the selective one runs whole; the full runs are
+    collected here (the whole spec without closures runs in test_readme_tutorial, and the closure
+    variants in the main job's examples, to keep the suite fast)."""
+    for name in ("lion.py", "lion.yaml"):
+        shutil.copy(ROOT / "examples" / "lion" / name, pytester.path / name)
+    for args in _tutorial_commands():
+        selective = "-k" in args
+        run = pytester.runpytest_subprocess if selective else pytester.runpytest_inprocess  # collecting imports no torch twice
+        result = run(*args, "--optim-device", "cpu", "-p", "no:randomly", *(() if selective else ("--collect-only", "-q")))
+        assert result.ret == 0, (args, result.stdout.str()[-3000:])
+        if selective:
+            outcomes = result.parseoutcomes()
+            assert outcomes.get("passed", 0) > 0 and not outcomes.get("failed"), outcomes
