@@ -183,7 +183,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
         except Exception as exc:  # noqa: BLE001  # then say what to fill in
             return "list", two_linear, [f"# the constructor takes params as {required[0]!r} and {required[1]!r} and "
                                         f"refused matrices and the rest so ({_first_line(exc)}): fill in `params` groups "
-                                        "with `argument` (see the README)"]
+                                        "with `argument` (docs/specs.md)"]
     problems = {}
     for form in ("list", "named", "model"):
         try:
@@ -194,7 +194,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     else:
         return "list", two_linear, [
             f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
-            "fill in `params` (param groups selected by names, ndim, min_ndim; see the README)"]
+            "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
     lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
     step_problem = _first_step_problem(cls, form, kwargs, two_linear)
     if step_problem and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
@@ -214,7 +214,7 @@ MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: thei
 
 def _low_precision(cls: type, form: Any, factory: Any, lr: float, most: float) -> tuple[list[str], float]:
     """(lines, lr) of a bf16 case, its lr raised where bf16's tolerance needs a step that moves more."""
-    head = "  - name: low_precision  # bf16 params (README: where optimizers break in production)"
+    head = "  - name: low_precision  # bf16 params (docs/production.md)"
     if not takes_keyword(cls, "lr"):
         return [head, "    dtypes: [bfloat16]"], lr
     bf16_lr, note = _moving_lr(cls, form, factory, lr, most, torch.bfloat16)
@@ -443,7 +443,7 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
 
 def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bool = True) -> list[str]:
     """The conformance laws the constructor makes checkable; the two init cannot judge, commented out."""
-    lines = ["laws:  # conformance laws, each its own item (README: conformance laws); drop one it does not claim"]
+    lines = ["laws:  # conformance laws, each its own item (docs/laws.md); drop one it does not claim"]
     if matrices_only:
         lines.append("  min_ndim: 2  # its step refuses 1-D params")
     if not empty:
@@ -471,7 +471,7 @@ def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: 
     each drawing only the shapes it steps."""
     bounds = "".join(f", {k}: {str(v).lower()}" for k, v in shapes.items())
     every = f"{{examples: {{ci: 10, dev: 20}}{bounds}}}"
-    lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (README: properties beyond parity)",
+    lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (docs/fuzzing.md)",
              f"  determinism: {every}  # two runs from one seed are bitwise equal"]
     if state_follows_param:
         lines.append(f"  dtypes: {every}  # params and state keep their dtype (bfloat16, float64)")

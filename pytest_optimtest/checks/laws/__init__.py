@@ -1,5 +1,5 @@
 """Conformance laws: what PyTorch's test_optim.py checks of torch.optim, for any optimizer, each
-a check of its own that a spec declares under `laws` (README: conformance laws)."""
+a check of its own that a spec declares under `laws` (docs/laws.md)."""
 
 from __future__ import annotations
 
