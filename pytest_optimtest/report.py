@@ -122,9 +122,8 @@ def _reason(report: Any, outcome: str) -> str:
     elif outcome == "passed":
         text = next((content for name, content in report.sections if name.endswith("optimtest call")), "")
     else:
-        lines = report.longreprtext.splitlines()
-        head = next((i for i, line in enumerate(lines)  # "[check] case (where)", not xdist's "[gw0] linux -- Python ..."
-                     if line.startswith("[") and not re.match(r"\[gw\d+\]", line)), -1)
+        lines = [line for line in report.longreprtext.splitlines() if not re.match(r"\[gw\d+\] ", line)]  # xdist's "[gw0] linux -- Python ..."
+        head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
         text = " ".join(lines[head + 1:head + 3]) if len(lines) > head + 1 else (lines[0] if lines else "")
         if len(lines) > head + 1 and lines[head + 1].endswith(":"):  # a verdict that lists what differed: its first items
             listed = [line.strip() for line in lines[head + 2:head + 5] if line.startswith("  ")]

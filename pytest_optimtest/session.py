@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from . import report as reporting
-from . import update
+from . import scheduling, update
 from .checks import BUILTIN, CHECKS, Check, NotApplicable, Registry, RegistryError, Vacuous, Verdict
 from .checks.registry import entry_point_checks
 from .supervisor import supervised
@@ -113,6 +113,14 @@ class OptimtestSession:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.results.add(report)  # workers' reports too, under xdist
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: the plugin runs without xdist too
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        return scheduling.make_scheduler(config, log)
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's: the item a worker died in, before it is reported
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        scheduling.describe_crash(report, self.journal, self.config.rootpath)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self.write_summary(terminalreporter)

@@ -111,6 +111,21 @@ class ExitingSGD(PlainSGD):
         os._exit(3)
 
 
+class SegfaultingSGD(PlainSGD):
+    """Dereferences a null pointer in its step where `crash` is set (as a custom kernel's bug does)."""
+
+    def __init__(self, params, lr=0.1, crash=False):
+        super().__init__(params, lr)
+        self.crash = crash
+
+    def _update(self) -> None:
+        if self.crash:
+            import ctypes
+
+            ctypes.string_at(0)
+        super()._update()
+
+
 class SplitParamsSGD(PlainSGD):
     """Takes its matrices and its other params as two arguments (as Muon hybrids do)."""
 

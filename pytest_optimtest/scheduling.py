@@ -1,0 +1,79 @@
+"""pytest-xdist's scheduling of a spec session: each case's items on one worker, and workers
+that die in a case replaced without losing the session.
+
+A spec session runs under xdist's loadscope (session.py sets it), whose scope for a check item is
+its case. xdist replaces a worker that dies, but loadscope (xdist 3.5 to 3.8) then hands work to
+the replacement before its collection has arrived, and the controller dies on a KeyError
+(INTERNALERROR, exit code 3, the rest of the results lost; pytest-xdist issues 1189 and 1362).
+It also queues the item the worker died in again, so that item is reported twice: as xdist's
+crash and as the journal's "crashed" (harness/containment.py) on the replacement.
+`CaseScheduling` is loadscope with both mended: a worker gets work once its collection is in,
+and the item that was running when its worker died is reported once, as the crash, which
+`describe_crash` completes with what the case was doing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .report import RECORD_KEY
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The scheduler for a spec session under loadscope; None (xdist's own) otherwise."""
+    if getattr(config.option, "dist", "no") != "loadscope":
+        return None
+    return _case_scheduling()(config, log)
+
+
+def _case_scheduling() -> type:
+    # imported here: this module is loaded only under pytest-xdist, which the plugin does not require
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CaseScheduling(LoadScopeScheduling):
+        """loadscope that survives workers dying in a case."""
+
+        def _reschedule(self, node: Any) -> None:
+            if node not in self.registered_collections:  # a replacement: work comes once its collection is in
+                return
+            super()._reschedule(node)
+
+        def remove_node(self, node: Any) -> str | None:
+            """Give the dead worker's unfinished cases back; the item it died in is the crash (the
+            first it had not finished: a worker runs its items in order), reported once by xdist."""
+            workload = self.assigned_work.pop(node)
+            pending = [nodeid for unit in workload.values() for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None
+            for unit in workload.values():
+                if pending[0] in unit:
+                    unit[pending[0]] = True
+            left = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
+            if left:
+                self.workqueue.update(left)
+                for other in self.assigned_work:
+                    self._reschedule(other)
+            return pending[0]
+
+    return CaseScheduling
+
+
+def describe_crash(report: pytest.TestReport, journal: Any, rootpath: Path) -> None:
+    """xdist's report of the item a worker died in ("worker 'gw1' crashed while running ..."),
+    completed: what the case was doing (the journal's check and step), a reproducer, and the
+    item's record, so that the JSON report has it too."""
+    path, case_id, check = (report.nodeid.split("::") + ["", ""])[:3]
+    died = journal.died_in((os.path.normpath(rootpath / path), case_id)) if journal is not None else None
+    report.longrepr = (f"{report.longrepr}: the process running this case died"
+                       + (f" in {died}" if died else "")
+                       + " (a native crash or an exit in the optimizer's step or in torch; the stack faulthandler "
+                         "printed for a fatal signal is in the output above); this case is not run again\n"
+                         f"reproduce: pytest --optim-spec {path} -k '{case_id} and {check}' -n 0")
+    report.when = "call"  # xdist's "???": the item failed while running, as the report's record says
+    report.user_properties = [(RECORD_KEY, {"verdict": {"kind": "crashed", "in": died}, "evidence": None, "spec": path,
+                                            "case": case_id, "check": check, "device": case_id.rsplit("-", 1)[-1],
+                                            "optimizer": None, "worker": "controller", "metrics": {}})]
