@@ -4,10 +4,13 @@ without a description fails the build)."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 MARKER = re.compile(r"<!-- reference: (\w+) -->")
+RELEASES = Path(__file__).parent / "releases"  # rows written by tools/torch_release.py
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -25,7 +28,21 @@ def _render(what: str) -> str:
         "checks": lambda: reference.checks(CHECKS),
         "options": lambda: reference.options([plugin.pytest_addoption]),
         "commands": lambda: reference.commands(build_parser()),
+        "releases": _releases,
     }
     if what not in renderers:
         raise ValueError(f"unknown reference marker {what!r}; known: {', '.join(renderers)}")
     return renderers[what]()
+
+
+def _releases() -> str:
+    """The compatibility table: one row per main-job run that tools/torch_release.py recorded."""
+    rows = ["| torch | device | passed | failed | xfailed | skipped | kernel_count passed / skipped | exit code | date | command |",
+            "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |"]
+    for path in sorted(RELEASES.glob("*.json")):
+        row = json.loads(path.read_text())
+        seen, kernels = row["outcomes"], row["kernel_count"]
+        rows.append(f"| {row['torch']} | {row['device']} | {seen.get('passed', 0)} | {seen.get('failed', 0)} | "
+                    f"{seen.get('xfailed', 0)} | {seen.get('skipped', 0)} | {kernels.get('passed', 0)} / "
+                    f"{kernels.get('skipped', 0)} | {row['exit_code']} | {row['date']} | `{row['command']}` |")
+    return "\n".join(rows)

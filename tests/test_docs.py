@@ -117,3 +117,26 @@ def test_the_tutorials_commands_run(pytester):
         if selective:
             outcomes = result.parseoutcomes()
             assert outcomes.get("passed", 0) > 0 and not outcomes.get("failed"), outcomes
+
+
+def test_a_release_run_becomes_a_row_of_the_compatibility_table(tmp_path, monkeypatch):
+    """tools/torch_release.py condenses a main job's report; the docs build renders the rows."""
+    import datetime
+    import importlib.util
+    import json
+
+    def load(path: Path):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    release, hooks = load(ROOT / "tools" / "torch_release.py"), load(ROOT / "docs" / "hooks.py")
+    items = [{"check": "parity", "outcome": "passed"}, {"check": "kernel_count", "outcome": "passed"},
+             {"check": "kernel_count", "outcome": "skipped"}, {"check": "law_hooks", "outcome": "xfailed"}]
+    row = release.release_row({"torch": "2.15.0+cu130", "items": items}, "2.15.0", "cpu",
+                              datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc), 0, "python tools/torch_release.py 2.15.0")
+    assert row["outcomes"] == {"passed": 2, "skipped": 1, "xfailed": 1} and row["kernel_count"] == {"passed": 1, "skipped": 1}
+    (tmp_path / "torch-2.15.0-cpu.json").write_text(json.dumps(row))
+    monkeypatch.setattr(hooks, "RELEASES", tmp_path)
+    assert "| 2.15.0+cu130 | cpu | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` |" in hooks._releases()

@@ -1,0 +1,81 @@
+"""Run the main job on one torch release: the maintainer's command for a new release, and how the
+compatibility table (docs/compatibility.md) is kept.
+
+    python tools/torch_release.py 2.15.0                    # main job, report, the row of the table
+    python tools/torch_release.py 2.15.0 --update-expected  # also record that release's kernel counts
+    python tools/torch_release.py 2.15.0 --suite            # the test suite instead of the main job
+
+It makes (or reuses) a virtualenv under .releases/torch-<version>/ with that torch and this
+project, runs `pytest --optim-spec specs/` there with `--optim-report`, and writes the run's row,
+`docs/releases/torch-<version>-<device>.json` (outcomes, kernel_count items passed and skipped,
+date, command), from which the docs build renders the table. `--update-expected` writes the
+counts that release observed into the specs, under its own major.minor only.
+
+Releases after 2.13 are CUDA builds that also run on CPU (gigabytes). Where pip's configuration
+caps torch (these machines: at 2.14.1), the cap is lifted for this install only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = ROOT / "docs" / "releases"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("torch", help="the torch release, e.g. 2.15.0")
+    parser.add_argument("--venv", type=Path, help="the virtualenv to make or reuse (default: .releases/torch-<version>)")
+    parser.add_argument("--device", default="cpu", help="--optim-device for the run (default: cpu)")
+    parser.add_argument("--update-expected", action="store_true", help="record the release's kernel counts into the specs")
+    parser.add_argument("--suite", action="store_true", help="run the test suite (README's `pytest`) instead of the main job")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
+    args = parser.parse_args(argv)
+
+    venv = args.venv or ROOT / ".releases" / f"torch-{args.torch}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    installed = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    if installed.returncode or not installed.stdout.startswith(args.torch):
+        pip = [str(python), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, f"torch=={args.torch}"], check=True, env={**os.environ, "PIP_CONSTRAINT": "/dev/null"})
+        subprocess.run([*pip, "-e", f"{ROOT}[test]"], check=True)
+
+    report = venv / ("suite.json" if args.suite else "report.json")
+    command = ["pytest"] if args.suite else ["pytest", "--optim-spec", "specs/", "--optim-device", args.device,
+                                             "--optim-report", str(report)]
+    command += ["--optim-update-expected"] if args.update_expected and not args.suite else []
+    command += args.pytest_args
+    print("running:", " ".join(command), flush=True)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    code = subprocess.run([str(python), "-m", *command], cwd=ROOT).returncode
+    if not args.suite and report.exists():
+        row = release_row(json.loads(report.read_text()), args.torch, args.device, started, code,
+                          f"python tools/torch_release.py {args.torch}" + (" --update-expected" if args.update_expected else ""))
+        ROWS.mkdir(parents=True, exist_ok=True)
+        path = ROWS / f"torch-{args.torch}-{args.device}.json"
+        path.write_text(json.dumps(row, indent=2) + "\n")
+        print(f"wrote {path.relative_to(ROOT)}: {row['outcomes']}")
+    return code
+
+
+def release_row(report: dict, torch: str, device: str, started: datetime.datetime, code: int, command: str) -> dict:
+    """One row of the compatibility table, from one main job's --optim-report."""
+    items = report.get("items", [])
+    kernel = Counter(r["outcome"] for r in items if r.get("check") == "kernel_count")
+    return {"torch": report.get("torch", torch), "device": device, "date": started.date().isoformat(),
+            "exit_code": code, "command": command, "outcomes": dict(Counter(r["outcome"] for r in items)),
+            "kernel_count": dict(kernel)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
