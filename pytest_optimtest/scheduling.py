@@ -7,8 +7,9 @@ the replacement before its collection has arrived, and the controller dies on a 
 (INTERNALERROR, exit code 3, the rest of the results lost; pytest-xdist issues 1189 and 1362).
 It also queues the item the worker died in again, so that item is reported twice: as xdist's
 crash and as the journal's "crashed" (harness/containment.py) on the replacement.
-`CaseScheduling` is loadscope with both mended: a worker gets work once its collection is in,
-and the item that was running when its worker died is reported once, as the crash, which
+`CaseScheduling` is loadscope with both mended: a worker gets work once its collection is in
+(and enough of it that it never waits on a last item), and the item that was running when its
+worker died is reported once, as the crash, which
 `describe_crash` completes with what the case was doing.
 """
 
@@ -41,6 +42,13 @@ def _case_scheduling() -> type:
             if node not in self.registered_collections:  # a replacement: work comes once its collection is in
                 return
             super()._reschedule(node)
+            # A worker holds its last item back until it gets another or is shut down; a case given
+            # back without the item it died in can leave it one item and nothing to come: top it up.
+            while not node.shutting_down and self._pending_of(self.assigned_work[node]) < 2:
+                if self.workqueue:
+                    self._assign_work_unit(node)
+                else:
+                    node.shutdown()
 
         def remove_node(self, node: Any) -> str | None:
             """Give the dead worker's unfinished cases back; the item it died in is the crash (the

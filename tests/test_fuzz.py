@@ -169,3 +169,21 @@ def test_nesting_accepts_shared_tensor_orders_and_rejects_broken_nesting():
     apart = [ev("pre_bw", "A"), ev("post_bw", "A"), ev("pre_bw", "A.b"), ev("post_bw", "A.b")]
     assert "does not overlap its parent A" in nesting_problem(forward + apart)
     assert "is_bw" in nesting_problem([ev("pre_fw", "A", is_bw=True), ev("post_fw", "A")])
+
+
+def test_an_example_that_raises_in_torchs_code_is_called_torchs_doing():
+    """A falsifying example whose error comes from torch (inductor's generated code, seen on torch
+    2.14 for a 0-size param) names torch, not the optimizer."""
+    import torch
+
+    from pytest_optimtest.harness.hypothesis_runs import _raised_at
+
+    def step():  # the optimizer's line, then torch's
+        torch.nn.functional.softmax(torch.ones(2), dim=5)
+
+    try:
+        step()
+    except IndexError as exc:
+        said = _raised_at(exc)
+    assert "torch/nn/functional.py" in said and "torch's doing (raised in torch's code; the optimizer's last line before it: " in said
+    assert "in step" in said

@@ -109,4 +109,8 @@ def _raised_at(exc: Exception) -> str:
     found = blame(exc)
     if found.owner == "optimizer" and found.where:
         return f"  at {found.where} (the optimizer's doing)\n"
+    if found.owner == "torch" and found.innermost:
+        what = "the code inductor generated raised it" if found.generated else "raised in torch's code"
+        last = f"; the optimizer's last line before it: {found.where}" if found.where else ""
+        return f"  at {found.innermost}: torch's doing ({what}{last})\n"
     return f"  at {found.innermost}\n" if found.innermost else ""
