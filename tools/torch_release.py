@@ -44,11 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    installed = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
-    if installed.returncode or not installed.stdout.startswith(args.torch):
-        pip = [str(python), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, f"torch=={args.torch}"], check=True, env={**os.environ, "PIP_CONSTRAINT": "/dev/null"})
-        subprocess.run([*pip, "-e", f"{ROOT}[test]"], check=True)
+    if not installed_torch(python).startswith(args.torch):
+        # the cap lifted for both installs: under it, installing the project would put the capped torch back
+        pip, uncapped = [str(python), "-m", "pip", "install", "--quiet"], {**os.environ, "PIP_CONSTRAINT": "/dev/null"}
+        subprocess.run([*pip, f"torch=={args.torch}"], check=True, env=uncapped)
+        subprocess.run([*pip, "-e", f"{ROOT}[test]"], check=True, env=uncapped)
+    if not installed_torch(python).startswith(args.torch):
+        sys.exit(f"{venv} holds torch {installed_torch(python) or '(none)'}, not {args.torch}")
 
     report = venv / ("suite.json" if args.suite else "report.json")
     command = ["pytest"] if args.suite else ["pytest", "--optim-spec", "specs/", "--optim-device", args.device,
@@ -66,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(row, indent=2) + "\n")
         print(f"wrote {path.relative_to(ROOT)}: {row['outcomes']}")
     return code
+
+
+def installed_torch(python: Path) -> str:
+    """The torch version a virtualenv's python imports ('' when none)."""
+    found = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 def release_row(report: dict, torch: str, device: str, started: datetime.datetime, code: int, command: str) -> dict:
