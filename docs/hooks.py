@@ -11,6 +11,7 @@ from typing import Any
 
 MARKER = re.compile(r"<!-- reference: (\w+) -->")
 RELEASES = Path(__file__).parent / "releases"  # rows written by tools/torch_release.py
+SPECS = Path(__file__).parent.parent / "specs"  # the shipped specs: each spec key's example
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -24,7 +25,7 @@ def _render(what: str) -> str:
     from pytest_optimtest.checks import CHECKS
 
     renderers = {
-        "spec_keys": lambda: reference.spec_keys(CHECKS),
+        "spec_keys": lambda: reference.spec_keys(CHECKS, sorted(SPECS.rglob("*.yaml"), key=lambda p: ("ecosystem" in p.parts, p))),
         "checks": lambda: reference.checks(CHECKS),
         "options": lambda: reference.options([plugin.pytest_addoption]),
         "commands": lambda: reference.commands(build_parser()),

@@ -12,11 +12,13 @@ import json
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, RootModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
+from ruamel.yaml import YAML
 
 from .checks.base import Check
 from .checks.laws.section import ON_BY_DEFAULT, SECTION_KEY as LAWS_KEY
@@ -33,30 +35,56 @@ class Undocumented(Exception):
 # --- spec keys -------------------------------------------------------------------------------
 
 
-def spec_keys(registry: Registry) -> str:
+Examples = dict[tuple[type, str], str]  # (model, key) -> a value some spec gives it, and that spec's file
+
+
+def spec_keys(registry: Registry, example_specs: Iterable[Path] = ()) -> str:
     """Markdown: every key of an optimizer spec (these checks' sections included) and of the
-    hook-order spec kinds, a table per model, nested models after the model that holds them."""
-    roots: list[tuple[str, type[BaseModel]]] = [("Optimizer spec", spec_model(registry.sections)),
-                                                ("Hook-order spec", HookOrderSpec), ("Hook-order fuzz spec", HookOrderFuzzSpec)]
+    hook-order spec kinds, a table per model, nested models after the model that holds them; each
+    key's example is the first value one of `example_specs` (the shipped specs) gives it."""
+    optimizer = spec_model(registry.sections)
+    roots: list[tuple[str, type[BaseModel]]] = [("Optimizer spec", optimizer), ("Hook-order spec", HookOrderSpec),
+                                                ("Hook-order fuzz spec", HookOrderFuzzSpec)]
+    examples: Examples = {}
+    kinds: dict[str, type[BaseModel]] = {"hook_order": HookOrderSpec, "hook_order_fuzz": HookOrderFuzzSpec}
+    for path in example_specs:
+        data = YAML(typ="safe").load(path.read_text())
+        if isinstance(data, dict):
+            _harvest(kinds.get(str(data.get("kind")), optimizer), data, path.name, examples)
     out: list[str] = []
     seen: set[type] = set()
     for title, model in roots:
-        out += _model_tables(model, title, seen)
+        out += _model_tables(model, title, seen, examples)
     return "\n".join(out)
 
 
-def _model_tables(model: type[BaseModel], title: str, seen: set[type]) -> list[str]:
+def _harvest(model: type[BaseModel], value: dict, source: str, examples: Examples) -> None:
+    """Record, for each key of `model` that `value` holds, the value as written (the first seen wins)."""
+    for key, field in model.model_fields.items():
+        if key not in value:
+            continue
+        shown = json.dumps(value[key], default=str)
+        examples.setdefault((model, key), f"`{shown if len(shown) <= 60 else shown[:57] + '...'}` ({source})")
+        given = value[key]
+        nested = given if isinstance(given, list) else [given, *given.values()] if isinstance(given, dict) else []
+        for inner in _models_in(field.annotation):
+            for item in nested:
+                if isinstance(item, dict):
+                    _harvest(inner, item, source, examples)
+
+
+def _model_tables(model: type[BaseModel], title: str, seen: set[type], examples: Examples) -> list[str]:
     seen.add(model)
     doc = (model.__doc__ or "").strip()
     lines = [f"## {title} {{#{_anchor(model)}}}", ""]
     if doc and model.__name__ != "Spec":
         lines += [doc, ""]
-    lines += ["| key | type | default | description |", "| --- | --- | --- | --- |"]
+    lines += ["| key | type | default | description | example |", "| --- | --- | --- | --- | --- |"]
     nested: list[tuple[str, type[BaseModel]]] = []
     for key, field in model.model_fields.items():
         description = _description(field, model, key)
         lines.append(f"| `{key}` | {_cell(_type(field.annotation))}{_bounds(field)} | {_cell(_default(field))} | "
-                     f"{_cell(description)} |")
+                     f"{_cell(description)} | {_cell(examples.get((model, key), ''))} |")
         for inner in _models_in(field.annotation):
             if inner not in seen:
                 nested.append((f"`{key}`", inner))
@@ -65,7 +93,7 @@ def _model_tables(model: type[BaseModel], title: str, seen: set[type]) -> list[s
     for where, inner in nested:
         if issubclass(inner, RootModel):
             continue  # a bare value: its row above says it all
-        lines += _model_tables(inner, f"{where}: {_words(inner.__name__)}", seen)
+        lines += _model_tables(inner, f"{where}: {_words(inner.__name__)}", seen, examples)
     return lines
 
 

@@ -39,13 +39,16 @@ def _planted_option(parser) -> None:
     parser.getgroup("planted").addoption("--planted-option", action="store_true", help="the planted option's help")
 
 
-def test_the_reference_shows_a_key_a_check_and_an_option_added_in_code():
+def test_the_reference_shows_a_key_a_check_and_an_option_added_in_code(tmp_path):
     registry = CHECKS.with_checks([_planted_check(proves="a pass needs the budget kept", red="the budget was spent")])
+    example = tmp_path / "budgeted.yaml"
+    example.write_text("optimizer: torch.optim.SGD\nplanted_budget: {seconds: 3.5}\n")
 
-    keys, checks = reference.spec_keys(registry), reference.checks(registry)
+    keys, checks = reference.spec_keys(registry, [example]), reference.checks(registry)
     options = reference.options([plugin.pytest_addoption, _planted_option])
 
     assert "| `planted_budget` |" in keys and "the planted check's budget" in keys  # the section and its field
+    assert "| the planted check's budget | `3.5` (budgeted.yaml) |" in keys  # an example, from a spec that gives it
     assert "### planted_budget" in checks and "a pass needs the budget kept" in checks and "the budget was spent" in checks
     assert "`--planted-option`" in options and "the planted option's help" in options
     assert "planted" not in reference.checks(CHECKS)  # a temporary registry; the built-in one is untouched
