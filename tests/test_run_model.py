@@ -210,12 +210,6 @@ def test_a_check_blocked_by_a_declared_failure_is_an_xfail_not_a_blocked_skip(se
 
 def test_a_low_precision_difference_is_called_inductors_rounding_only_when_emulate_precision_casts_removes_it(session):
     out, _, _ = session
-    import torch
-
-    if tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 15):
-        # torch 2.15's inductor rounds this bf16 chain as eager does (seen on 2.15.0 CPU): no difference, no red
-        assert _outcomes(out, "roundingchainsgd-default-bfloat16-cpu") == {"parity": "PASSED"}
-        return
     assert _outcomes(out, "roundingchainsgd-default-bfloat16-cpu") == {"parity": "FAILED"}
     assert "torch's doing (inductor's rounding at bfloat16): inductor computes the step's pointwise chain in float32" in out
 
