@@ -224,7 +224,7 @@ def _on(check: Check) -> str:
 def _off(check: Check) -> str:
     law = check.name.removeprefix("law_")
     if check.key == LAWS_KEY and law in ON_BY_DEFAULT:
-        return f"`laws: {{off: {{{law}: \"<why>\"}}}}` in the spec; or the generic ways below"
+        return f"`laws: {{off: {{{law}: \"<why>\"}}}}` in the spec; for one run, `-k \"not {check.name}\"`"
     generic = (f"leave it out of the spec's `checks` list, or `skip: [{{checks: [{check.name}], reason: \"<why>\"}}]`; "
                f"for one run, `-k \"not {check.name}\"`")
     return generic if check.declared is None else f"leave it out of `{check.key}`; or {generic}"
