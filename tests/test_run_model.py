@@ -210,7 +210,15 @@ def test_a_check_blocked_by_a_declared_failure_is_an_xfail_not_a_blocked_skip(se
 
 def test_a_low_precision_difference_is_called_inductors_rounding_only_when_emulate_precision_casts_removes_it(session):
     out, _, _ = session
+    import torch
+
     assert _outcomes(out, "roundingchainsgd-default-bfloat16-cpu") == {"parity": "FAILED"}
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 15):
+        # torch 2.15's emulate_precision_casts no longer makes this chain round as eager does (4 values still
+        # differ, 2.15.0 CPU): so the difference is not called rounding, and aot_eager names inductor
+        assert "with inductor's emulate_precision_casts=True the step still differs" in out
+        assert "torch's doing (inductor's rounding" not in out
+        return
     assert "torch's doing (inductor's rounding at bfloat16): inductor computes the step's pointwise chain in float32" in out
 
 
