@@ -38,12 +38,12 @@ def _render(what: str) -> str:
 
 def _releases() -> str:
     """The compatibility table: one row per main-job run that tools/torch_release.py recorded."""
-    rows = ["| torch | device | passed | failed | xfailed | skipped | kernel_count passed / skipped | exit code | date | command |",
-            "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |"]
+    rows = ["| torch | device | passed | failed | xfailed | skipped | kernel_count passed / skipped | exit code | date | command | note |",
+            "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- |"]
     for path in sorted(RELEASES.glob("*.json")):
         row = json.loads(path.read_text())
         seen, kernels = row["outcomes"], row["kernel_count"]
         rows.append(f"| {row['torch']} | {row['device']} | {seen.get('passed', 0)} | {seen.get('failed', 0)} | "
                     f"{seen.get('xfailed', 0)} | {seen.get('skipped', 0)} | {kernels.get('passed', 0)} / "
-                    f"{kernels.get('skipped', 0)} | {row['exit_code']} | {row['date']} | `{row['command']}` |")
+                    f"{kernels.get('skipped', 0)} | {row['exit_code']} | {row['date']} | `{row['command']}` | {row.get('note', '')} |")
     return "\n".join(rows)

@@ -8,6 +8,14 @@ import pytest
 PYTESTER_ADDOPTS = "-p no:randomly --optim-device cpu"
 
 
+@pytest.fixture(autouse=True)
+def nested_sessions_on_cpu(monkeypatch):
+    """Every pytest session a test starts in a subprocess of its own gets the same fixed order and CPU
+    cases as pytester's below: on a GPU machine `init` writes CUDA cases too, which would double the
+    counts the tests expect."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", PYTESTER_ADDOPTS)
+
+
 @pytest.fixture
 def pytester(pytester, monkeypatch):
     """pytester runs get the suite's fixed order (pytester clears PYTEST_ADDOPTS first), and CPU cases

@@ -78,6 +78,12 @@ def test_param_group_entries_are_compared(tmp_path):
 
 def test_random_optimizer_matches_with_fallback_random(tmp_path):
     case = case_for(tmp_path, optimizer="planted:NoisySGD", extra="fallback_random: true")
+    if tuple(int(n) for n in torch_version().split(".")) < (2, 13):
+        # torch 2.11 (CPU and CUDA; 2.12 not run): fallback_random leaves the compiled noise different,
+        # aot_eager matches eager, so the difference is inductor's and the plugin says so
+        with pytest.raises(AssertionError, match=r"torch's doing \(inductor\): compiled with aot_eager"):
+            run("parity", case)
+        return
     assert "params" in run("parity", case)
 
 

@@ -143,3 +143,5 @@ def test_a_release_run_becomes_a_row_of_the_compatibility_table(tmp_path, monkey
     (tmp_path / "torch-2.15.0-cpu.json").write_text(json.dumps(row))
     monkeypatch.setattr(hooks, "RELEASES", tmp_path)
     assert "| 2.15.0+cu130 | cpu | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` |" in hooks._releases()
+    (tmp_path / "torch-2.11.0-cuda.json").write_text(json.dumps({**row, "device": "cuda", "note": "mended since"}))
+    assert "| cuda | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` | mended since |" in hooks._releases()

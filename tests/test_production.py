@@ -212,7 +212,7 @@ def test_init_raises_its_bf16_lr_until_the_laws_params_move_too(tmp_path):
     _, text = starter_spec("torch.optim:Adam")
     case = next(c for c in cases_from(tmp_path, text) if c.dtype == "bfloat16" and "law_equivalent" in c.checks)
     assert case.kwargs["lr"] > 1e-3
-    assert "agree over" in run("law_equivalent", case)
+    assert "agree step by step" in run("law_equivalent", case)
     run("law_param_groups", case)
 
 

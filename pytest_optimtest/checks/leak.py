@@ -84,7 +84,9 @@ def _holders(obj: Any) -> str:
 def _trace_holder(obj: Any) -> tuple[str | None, str]:
     """The module global `obj`'s referrers lead up to (dynamo's own named as torch's), or None;
     and the types of its direct referrers."""
-    modules = {id(vars(m)): m.__name__ for m in list(sys.modules.values()) if isinstance(getattr(m, "__dict__", None), dict)}
+    # named by their sys.modules key: not every entry is a module with a __name__ (Cython puts a
+    # 'CythonDotParallel' object there as cython.parallel)
+    modules = {id(vars(m)): name for name, m in list(sys.modules.items()) if isinstance(getattr(m, "__dict__", None), dict)}
     frame = type(sys._getframe())
     seen, level, direct = {id(obj)}, [obj], None
     for _ in range(MAX_DEPTH):

@@ -14,18 +14,21 @@ from ...harness.snapshot import OptimizerSnapshot
 from ...harness.law_runs import law_grads, law_params, law_trajectory, schedule_in_words
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
-from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params, validate_laws
+from .section import SECTION_KEY, Laws, law_horizon, law_tolerance, laws_of, require_own_params, validate_laws
 
 
 def check_equivalent(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "equivalent")
-    laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
+    laws, tol = laws_of(case), law_tolerance(case)
     compared: list[str] = []
     evidence: dict[str, Any] = {}
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, laws.empty)
-        grads = law_grads(case, steps, params)
+        longest = 0
         for name, variants in laws.equivalent.items():
+            steps = law_horizon(case, params, tol, overrides=variants[0], scheduled=True)
+            longest = max(longest, steps)
+            grads = law_grads(case, steps, params)
             variant_runs = [law_trajectory(case, params, grads, kwargs) for kwargs in variants]
             for run in variant_runs:
                 if run.unstored:
@@ -47,9 +50,9 @@ def check_equivalent(case: Any, runs: Any) -> Verdict:
             if moved < case.min_movement:
                 raise Vacuous(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
                               f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
-            compared.append(f"{name} ({len(variants)} variants)")
-            evidence[name] = {"variants": len(variants), "reached_optimizer": sorted(varied), "moved_tolerances": round(moved, 3)}
-    return Verdict(f"{', '.join(compared)} agree over {steps} steps, state included", {"steps_compared": steps, **evidence})
+            compared.append(f"{name} ({len(variants)} variants, {steps} steps)")
+            evidence[name] = {"variants": len(variants), "reached_optimizer": sorted(varied), "moved_tolerances": round(moved, 3), "steps": steps}
+    return Verdict(f"{', '.join(compared)} agree step by step, state included", {"steps_compared": longest, **evidence})
 
 
 def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:

@@ -15,16 +15,17 @@ from ...harness.law_runs import Groups, law_grads, law_params, law_trajectory
 from ...spec.values import build_value
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
-from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
+from .section import SECTION_KEY, Laws, law_horizon, law_tolerance, laws_of, require_own_params
 
 FIRST, SECOND = ["weight", "bias"], ["sometimes", "frozen"]  # the law params in two groups, every grad present
 
 
 def check_param_groups(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "param_groups")
-    laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
+    laws, tol = laws_of(case), law_tolerance(case)
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, empty=False)
+        steps = law_horizon(case, params, tol, FIRST)
         grads = law_grads(case, steps + 1, params, scheduled=False)
         lr = case.kwargs.get("lr")
         zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from ...harness.compare import max_movement
+from ...harness.law_runs import law_grads, law_trajectory
 from ...spec.context import SpecContext
 from ...spec.errors import did_you_mean
 from ...spec.schema import MAX_STEPS, NAME, StrictModel, Tolerance
@@ -95,6 +97,27 @@ def laws_of(case: Any) -> Laws:
 def law_steps(case: Any) -> int:
     """The law's horizon: the section's steps, raised by the case's (--optim-horizon raises those)."""
     return max(laws_of(case).steps, case.steps)
+
+
+# How often a comparing law may double its horizon to reach a measurable move (up to 8x its steps).
+HORIZON_DOUBLINGS = 3
+
+
+def law_horizon(case: Any, params: dict, tol: Tolerance, names: list[str] | None = None,
+                overrides: dict[str, Any] | None = None, scheduled: bool = False) -> int:
+    """The steps a comparing law runs: its horizon, doubled (at most three times) until `names`
+    (default: every param), with a grad at every step (or per the laws' schedule), under the case's
+    kwargs with `overrides`, move the case's min_movement tolerances. A slow
+    optimizer at low precision (Adadelta at bf16 on CUDA moved 8.3 tolerances in 7 steps) then gives
+    evidence instead of a vacuous skip; one that moves too little even then is vacuous at its horizon."""
+    steps, names = law_steps(case), names or list(params)
+    for horizons in ([steps], [steps << doubling for doubling in range(1, HORIZON_DOUBLINGS + 1)]):
+        run = law_trajectory(case, params, law_grads(case, horizons[-1], params, scheduled), overrides)
+        for horizon in horizons:
+            after = run.params_after(horizon)
+            if max_movement({n: run.initial[n] for n in names}, {n: after[n] for n in names}, tol) >= case.min_movement:
+                return horizon
+    return steps
 
 
 def law_tolerance(case: Any) -> Tolerance:

@@ -14,16 +14,17 @@ from ...harness.law_runs import has_grad, law_grads, law_params, law_trajectory
 from ..base import Check, Vacuous, Verdict
 from ...harness.compare import max_movement
 from ...spec.schema import Tolerance
-from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, require_own_params
+from .section import SECTION_KEY, Laws, law_horizon, law_tolerance, laws_of, require_own_params
 
 
 def check_untouched(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "untouched")
-    laws, steps, tol = laws_of(case), law_steps(case), law_tolerance(case)
+    laws, tol = laws_of(case), law_tolerance(case)
     said: list[str] = []
-    evidence: dict[str, Any] = {"steps": steps}
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, laws.empty)
+        steps = law_horizon(case, params, tol)
+        evidence: dict[str, Any] = {"steps": steps}
         active = _active_movement(case, params, steps, tol)  # a step that moves nothing leaves everything alone
         evidence["moved_with_grads_tolerances"] = round(active, 3)
         if active < case.min_movement:
