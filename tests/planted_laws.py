@@ -67,6 +67,13 @@ class LateForeachDriftSGD(ForeachSGD):
         super()._foreach(params, [g * 1.01 for g in grads] if late else grads, bufs, group)
 
 
+class WarmupDelaySGD(ForeachSGD):
+    """Correct, but its first 8 steps are a warm-up at lr 0: over the laws' 7 steps nothing moves."""
+
+    def _lr(self, group):
+        return 0.0 if max(self.state[p].get("step", 0) for p in group["params"]) <= 8 else group["lr"]
+
+
 class DecayWithoutGradSGD(ForeachSGD):
     """Applies weight decay to every param, also those whose grad is None."""
 

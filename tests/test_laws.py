@@ -90,6 +90,26 @@ def test_a_bug_that_starts_late_is_in_reach_of_the_horizon(session, tmp_path):
     assert "they differ after step 9 of 10" in out
 
 
+def test_a_law_lengthens_its_horizon_to_a_measurable_move_before_calling_it_vacuous(tmp_path):
+    from helpers import one_case
+
+    from pytest_optimtest.checks import CHECKS, Vacuous
+    from pytest_optimtest.harness.run_cache import RunCache
+
+    laws = ("checks: [law_untouched, law_equivalent, law_param_groups]\n"
+            "laws: {untouched: true, param_groups: true, equivalent: {foreach: [{foreach: false}, {foreach: true}]}}\n")
+    # nothing moves over the laws' 7 steps (a warm-up at lr 0), so the laws take 14
+    case = one_case(tmp_path, "optimizer: planted_laws:WarmupDelaySGD\nkwargs: {lr: 0.01}\n" + laws)
+    assert "over 14 steps" in CHECKS["law_untouched"].run(case, RunCache())
+    assert "foreach (2 variants, 14 steps) agree" in CHECKS["law_equivalent"].run(case, RunCache())
+    assert "over 14 steps" in CHECKS["law_param_groups"].run(case, RunCache())
+    # an optimizer that never moves is vacuous once 8x the steps moved nothing either
+    still = one_case(tmp_path, "optimizer: planted_laws:ForeachSGD\nkwargs: {lr: 0.0}\n" + laws)
+    for law in ("law_untouched", "law_equivalent", "law_param_groups"):
+        with pytest.raises(Vacuous, match=r"in 7 steps.*up to 8x as many steps tried"):
+            CHECKS[law].run(still, RunCache())
+
+
 def test_the_laws_init_proposes_for_a_correct_optimizer_pass(tmp_path):
     shutil.copy(TESTS / "planted_laws.py", tmp_path)
     init = subprocess.run([sys.executable, "-m", "pytest_optimtest", "init", "planted_laws:ForeachSGD", "-o", "spec.yaml"],

@@ -14,7 +14,7 @@ from ...harness.snapshot import OptimizerSnapshot
 from ...harness.law_runs import law_grads, law_params, law_trajectory, schedule_in_words
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
-from .section import SECTION_KEY, Laws, law_horizon, law_tolerance, laws_of, require_own_params, validate_laws
+from .section import SECTION_KEY, Laws, HORIZON_TRIED, law_horizon, law_tolerance, laws_of, require_own_params, validate_laws
 
 
 def check_equivalent(case: Any, runs: Any) -> Verdict:
@@ -49,7 +49,7 @@ def check_equivalent(case: Any, runs: Any) -> Verdict:
             moved = max_movement(variant_runs[0].initial, variant_runs[0].final, tol)
             if moved < case.min_movement:
                 raise Vacuous(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
-                              f"{moved:.3g} tolerances in {steps} steps; equal runs that did nothing prove nothing")
+                              f"{moved:.3g} tolerances in {steps} steps ({HORIZON_TRIED}); equal runs that did nothing prove nothing")
             compared.append(f"{name} ({len(variants)} variants, {steps} steps)")
             evidence[name] = {"variants": len(variants), "reached_optimizer": sorted(varied), "moved_tolerances": round(moved, 3), "steps": steps}
     return Verdict(f"{', '.join(compared)} agree step by step, state included", {"steps_compared": longest, **evidence})

@@ -15,7 +15,7 @@ from ...harness.law_runs import Groups, law_grads, law_params, law_trajectory
 from ...spec.values import build_value
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
-from .section import SECTION_KEY, Laws, law_horizon, law_tolerance, laws_of, require_own_params
+from .section import SECTION_KEY, Laws, HORIZON_TRIED, law_horizon, law_tolerance, laws_of, require_own_params
 
 FIRST, SECOND = ["weight", "bias"], ["sometimes", "frozen"]  # the law params in two groups, every grad present
 
@@ -41,7 +41,7 @@ def check_param_groups(case: Any, runs: Any) -> Verdict:
         moved = max_movement({n: initial[n] for n in FIRST}, {n: run.final[n] for n in FIRST}, tol)
         if moved < case.min_movement:
             raise Vacuous(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
-                                 f"in {steps} steps, so its lr-0 twin staying put proves nothing")
+                                 f"in {steps} steps ({HORIZON_TRIED}), so its lr-0 twin staying put proves nothing")
         _changed_lr_changes_that_group_only(case, params, grads, steps)
     return Verdict(f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps; changing one group's "
                    "lr changed that group's next update only",

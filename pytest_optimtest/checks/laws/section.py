@@ -101,6 +101,7 @@ def law_steps(case: Any) -> int:
 
 # How often a comparing law may double its horizon to reach a measurable move (up to 8x its steps).
 HORIZON_DOUBLINGS = 3
+HORIZON_TRIED = f"up to {1 << HORIZON_DOUBLINGS}x as many steps tried"
 
 
 def law_horizon(case: Any, params: dict, tol: Tolerance, names: list[str] | None = None,

@@ -14,7 +14,7 @@ from ...harness.law_runs import has_grad, law_grads, law_params, law_trajectory
 from ..base import Check, Vacuous, Verdict
 from ...harness.compare import max_movement
 from ...spec.schema import Tolerance
-from .section import SECTION_KEY, Laws, law_horizon, law_tolerance, laws_of, require_own_params
+from .section import SECTION_KEY, Laws, HORIZON_TRIED, law_horizon, law_tolerance, laws_of, require_own_params
 
 
 def check_untouched(case: Any, runs: Any) -> Verdict:
@@ -29,7 +29,7 @@ def check_untouched(case: Any, runs: Any) -> Verdict:
         evidence["moved_with_grads_tolerances"] = round(active, 3)
         if active < case.min_movement:
             raise Vacuous(f"{case.id}: vacuous: law untouched: params with a grad moved at most {active:.3g} tolerances "
-                          f"in {steps} steps (need {case.min_movement:g}), so params without one staying put proves nothing")
+                          f"in {steps} steps (need {case.min_movement:g}; {HORIZON_TRIED}), so params without one staying put proves nothing")
         if laws.untouched:
             _without_grads(case, params, law_grads(case, steps, params), steps, tol)
             said.append(f"params without a grad stayed within tolerance and got no state over {steps} steps")
