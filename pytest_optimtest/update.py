@@ -1,8 +1,9 @@
 """--optim-update-expected: write what the checks observed into the specs.
 
 Update mode knows no check: it reads two kinds of entries from the items' metrics.
-- `updates`: [{path, declared, observed}]: a spec key path (e.g. ["graph_breaks"]) whose
-  value every case reporting it must agree on; written when they agree and it differs.
+- `updates`: [{path, declared, observed}]: a spec key path (e.g. ["graph_breaks"], or a hook
+  order's ["expected", "2.16"]) whose value every case reporting it must agree on; written when
+  they agree and it differs.
 - `kernel_tables`: [{table, version, device, pattern, count, observed}]: an entry of a
   kernel-count table (torch version -> device -> case-id glob -> count), and what the case saw.
 
@@ -17,13 +18,15 @@ case-id globs (`*-foreach-*`) when a glob saves entries, as one writes such a ta
 from __future__ import annotations
 
 import io
+import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 
@@ -36,7 +39,18 @@ class Change:
 
     def __str__(self) -> str:
         key = "".join(f"[{p!r}]" if not isinstance(p, str) or not p.isidentifier() else f".{p}" for p in self.path).lstrip(".")
-        return f"{self.spec}: {key}: {'(none)' if self.old is None else self.old} -> {self.new}"
+        return f"{self.spec}: {key}: {_brief(self.old)} -> {_brief(self.new)}"
+
+
+def _brief(value: Any) -> str:
+    """A value for one line: a list (a hook order) by its length, a mapping by its keys."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, list):
+        return f"{len(value)} entries"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_brief(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 @dataclass
@@ -55,7 +69,8 @@ def plan(records: list[dict[str, Any]]) -> Plan:
     declared: dict[tuple, int | None] = {}
     covered: dict[tuple, set[str]] = defaultdict(set)
     differing: dict[tuple, dict[str, int]] = defaultdict(dict)
-    counts: dict[tuple, dict[str, int]] = defaultdict(dict)  # (spec, path, declared) -> {case: observed}
+    counts: dict[tuple, dict[str, Any]] = defaultdict(dict)  # (spec, path) -> {case: observed}
+    written: dict[tuple, Any] = {}  # (spec, path) -> the declared value
     for spec, e, case, observed in _expectations(records):
         key = (spec, tuple(e["table"]), e["version"], e["device"], e["pattern"])
         declared[key] = e["count"]
@@ -64,14 +79,16 @@ def plan(records: list[dict[str, Any]]) -> Plan:
             differing[key][case] = observed
     for r in records:
         for u in r["metrics"].get("updates", []):
-            counts[(r["spec"], tuple(u["path"]), u["declared"])][r["case"]] = u["observed"]
+            counts[(r["spec"], tuple(u["path"]))][r["case"]] = u["observed"]
+            written[(r["spec"], tuple(u["path"]))] = u["declared"]
     for key, observed in differing.items():
         changes += _kernel_changes(key, declared[key], observed, covered[key])
-    for (spec, path, want), observed in counts.items():
-        values = set(observed.values())
+    for (spec, path), observed in counts.items():
+        values = {json.dumps(v, sort_keys=True): v for v in observed.values()}  # lists too (a hook order)
+        want = written[(spec, path)]
         if len(values) > 1:
             conflicts.append(f"{spec}: {'.'.join(map(str, path))}: cases disagree ({_show(observed)}); not written")
-        elif values and (new := values.pop()) != want:
+        elif values and (new := next(iter(values.values()))) != want:
             changes.append(Change(spec, path, want, new))
     return Plan(changes, conflicts, _stale(records, set(covered)))
 
@@ -181,6 +198,7 @@ def apply(changes: list[Change]) -> list[str]:
     yaml.brace_single_entry_mapping_in_flow_sequence = True  # `[{tensor: 0.9}]` stays as written
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)  # "  - item", the style of the shipped specs
+    yaml.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
     written = []
     by_spec: dict[str, list[Change]] = defaultdict(list)
     for change in changes:
@@ -241,7 +259,28 @@ def _set(root: Any, path: tuple, value: Any) -> None:
                 child = CommentedMap({"*": child}) if isinstance(child, int) else CommentedMap()
             node[part] = child
         node = child
-    node[path[-1]] = value
+    node[_key(path[-1])] = _yaml_value(value)
+
+
+def _key(part: Any) -> Any:
+    """A release key ("2.16", "*") double-quoted, as the shipped specs write them (bare, YAML reads a
+    float or an alias)."""
+    return DoubleQuotedScalarString(part) if isinstance(part, str) and re.fullmatch(r"\d+\.\d+|\*", part) else part
+
+
+def _yaml_value(value: Any) -> Any:
+    """Lists of events as the specs write them: one flow list a line under a block list."""
+    if isinstance(value, dict) and not isinstance(value, CommentedMap):
+        mapping = CommentedMap((_key(k), _yaml_value(v)) for k, v in value.items())
+        if not any(isinstance(v, dict) or (isinstance(v, list) and any(isinstance(i, (list, dict)) for i in v)) for v in value.values()):
+            mapping.fa.set_flow_style()  # an event with its parents: one line
+        return mapping
+    if isinstance(value, list) and not isinstance(value, CommentedSeq):
+        seq = CommentedSeq(_yaml_value(v) for v in value)
+        if not any(isinstance(v, (list, dict)) for v in value):
+            seq.fa.set_flow_style()
+        return seq
+    return value
 
 
 def _show(observed: dict[str, int]) -> str:

@@ -13,6 +13,7 @@ from pytest_optimtest import record_hook_order
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness import hook_recorder
 from pytest_optimtest.harness.hook_recorder import derive_hook_order
+from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.models.modtracker import Bar, Checkpointed, Mod, dict_10x10, rand_10x10, randn_2x8
 from pytest_optimtest.spec import SpecError
 
@@ -20,7 +21,7 @@ SPECS = Path(__file__).resolve().parent.parent / "specs" / "modtracker"
 
 
 def run(case):
-    return CHECKS["hook_order"].run(case, None)
+    return CHECKS["hook_order"].run(case, RunCache())
 
 
 def test_recorder_returns_the_events_in_order():
@@ -100,6 +101,39 @@ def test_no_sequence_for_this_torch_is_a_skip_that_shows_the_observed_events(tmp
     with pytest.raises(NotApplicable) as info:
         run(case)
     assert "no expected sequence for this torch version" in str(info.value) and "pre_fw  Bar [P-]" in str(info.value)
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_update_mode_records_the_running_releases_order_and_keeps_the_others(pytester, keyed):
+    from pytest_optimtest.harness.torch_api import torch_version
+
+    wrong = "\n".join(line for line in USER_HOOKS.splitlines() if "post_fw" not in line) + "\n"  # the post_fw events dropped
+    text = wrong.replace("expected:\n", 'expected:\n  "2.1":\n').replace("  - [", "    - [") if keyed else wrong
+    (pytester.path / "hooks.yaml").write_text(text)
+    result = pytester.runpytest_subprocess("--optim-spec", "hooks.yaml", "--optim-update-expected")
+    result.assert_outcomes(**({"skipped": 1} if keyed else {"failed": 1}))  # no entry for this release, or a wrong one
+    result.stdout.fnmatch_lines([f"optimtest: updated hooks.yaml: expected*{torch_version()}*"])
+    updated = (pytester.path / "hooks.yaml").read_text()
+    assert updated.startswith(text.split("expected:")[0])  # the comments and keys before it as they were
+    assert f'"{torch_version()}":\n    - [pre_fw, ' in updated and "post_fw" in updated
+    kept = '  "2.1":\n' if keyed else '  "*":\n'
+    assert kept + "    - [pre_fw, " in updated  # the other releases' order, as it was
+    pytester.runpytest_subprocess("--optim-spec", "hooks.yaml").assert_outcomes(passed=1)
+
+
+def test_update_mode_writes_parents_where_the_spec_compares_them(tmp_path):
+    from pytest_optimtest.checks import NotApplicable
+    from pytest_optimtest.checks.modtracker import hook_order_metrics
+    from pytest_optimtest.harness.torch_api import torch_version
+
+    text = (SPECS / "module_hierarchy.yaml").read_text().replace("expected:\n", 'expected:\n  "2.1":\n').replace("\n  - {", "\n    - {")
+    case, runs = one_case(tmp_path, text), RunCache()
+    with pytest.raises(NotApplicable):
+        CHECKS["hook_order"].run(case, runs)
+    (update,) = hook_order_metrics(case, runs)["updates"]
+    assert update["path"] == ["expected", torch_version()] and update["declared"] is None
+    assert update["observed"][0] == {"event": "mark:fw", "module": None, "in_parents": False, "is_bw": False,
+                                     "parents": ["Global", "Mod", "Mod.c.0"]}
 
 
 def test_bad_event_is_a_spec_error_with_its_line(tmp_path):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..harness.hook_recorder import HookEvent, record_case
+from ..harness.hook_recorder import HookEvent
 from .base import Check, NotApplicable, Verdict
 
 CONTEXT = 3  # events shown before the first divergence
@@ -15,17 +16,14 @@ AFTER = 6  # and after it
 def check_hook_order(case: Any, runs: Any) -> Verdict:
     """ModTracker reports exactly the expected events, in order; each side of a failure is
     shown aligned, with the first divergence marked."""
-    observed, derived_order = record_case(case)
+    observed, derived_order = runs.hook_order(case)
     if case.expected is None:
         raise NotApplicable(f"{case.id}: no expected sequence for this torch version ({case.expected_where}); observed:\n"
                             + "\n".join(e.short() for e in observed))
     derived = case.expected == "derive"
     expected = derived_order if derived else [_event(e) for e in case.expected]
-    if case.compare != "all":
-        keep = (lambda e: e.is_mark) if case.compare == "marks" else (lambda e: not e.is_mark)
-        observed, expected = _filtered(observed, keep), [e for e in expected if keep(e)]
-    elif derived:
-        observed = _filtered(observed, lambda e: not e.is_mark)  # derive knows hooks only
+    keep = _kept(case)
+    observed, expected = _filtered(observed, keep), [e for e in expected if keep(e)]
     if not observed:
         raise AssertionError(f"{case.id}: ModTracker reported no events: nothing was compared")
     source = "derived from the module tree and the forward call order" if derived else case.expected_where
@@ -41,6 +39,45 @@ def check_hook_order(case: Any, runs: Any) -> Verdict:
     return Verdict(f"{len(observed)} events as expected ({'derived' if derived else 'written'})",
                    {"events_compared": len(observed), "expected_from": "derived" if derived else "written",
                     "after_backward_checked": len(observed.after_backward) if case.after_backward is not None else 0})
+
+
+def _kept(case: Any) -> Callable[[HookEvent], bool]:
+    """Which events the case compares: marks, hooks, or all (a derived order knows hooks only)."""
+    if case.compare == "marks":
+        return lambda e: e.is_mark
+    if case.compare == "hooks" or case.expected == "derive":
+        return lambda e: not e.is_mark
+    return lambda e: True
+
+
+def hook_order_metrics(case: Any, runs: Any) -> dict[str, Any]:
+    """For update mode: the observed order, where it differs from the running release's entry (or
+    there is none), under that release's key (with the parents sets where the spec gives them); a
+    spec whose `expected` is one list for every release becomes a mapping, the list kept under '*'."""
+    recorded = runs.peek("hook_order", case)
+    if recorded is None or case.expected == "derive" or not case.torch_version:
+        return {}
+    observed = _filtered(recorded[0], _kept(case))
+    if case.expected is not None and first_divergence([_event(e) for e in case.expected if _kept(case)(_event(e))], observed) is None:
+        return {}
+    entries = case.written.values() if isinstance(case.written, dict) else [case.written]
+    with_parents = any(e.parents is not None for entry in entries if isinstance(entry, list) for e in entry)
+    events = [{"event": e.kind, "module": e.module, "in_parents": e.in_parents, "is_bw": e.is_bw, "parents": sorted(e.parents)}
+              if with_parents else [e.kind, e.module, e.in_parents, e.is_bw] for e in observed]
+    if isinstance(case.written, dict):
+        declared = case.written.get(case.torch_version)
+        update = {"path": ["expected", case.torch_version], "declared": _written(declared), "observed": events}
+    else:
+        update = {"path": ["expected"], "declared": _written(case.written),
+                  "observed": {"*": _written(case.written), case.torch_version: events}}
+    return {"updates": [update]}
+
+
+def _written(events: Any) -> Any:
+    """Spec events as they are written: the list shorthand, or a mapping where parents are given."""
+    if not isinstance(events, list):
+        return events
+    return [[e.event, e.module, e.in_parents, e.is_bw] if e.parents is None else e.model_dump() for e in events]
 
 
 def _filtered(events: Any, keep: Any) -> Any:
@@ -105,6 +142,7 @@ def side_by_side(expected: list[HookEvent], observed: list[HookEvent], at: int) 
 
 
 CHECK = Check("hook_order", check_hook_order, "ModTracker hook order equals the spec's (hook_order specs only)", "hook_order",
+              metrics=hook_order_metrics,
               proves=("Hook-order specs only: ModTracker reports the module hooks (and the model's marks) in the spec's order, or the order derived "
                       "from the module tree. Evidence: the events compared."),
               red=("Events differ: torch's ModTracker (or activation checkpointing) changed between releases, or the model's hooks are wrong; key "

@@ -11,6 +11,7 @@ from .containment import CaseTimedOut
 from .compiled_run import CompiledRun, run_compiled
 from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
+from .hook_recorder import record_case
 from .hyperparameter_runs import GroupRuns, HyperparameterProbe, Moved, grouped_and_alone, probe_hyperparameters, two_groups_run
 from .joiner_runs import JoinerRuns, joiner_runs
 from .law_runs import LawTrajectory, lr_scaled
@@ -85,6 +86,10 @@ class RunCache:
         defers to late_joiners' red)."""
         return self._get(("joiners", how, factor), case,
                          lambda c: joiner_runs(lr_scaled(c, factor), how, steps, steps, min_ndim))  # type: ignore[arg-type]
+
+    def hook_order(self, case: Any) -> Any:
+        """A hook-order case's recording: (observed events, the order derived from its module tree)."""
+        return self._get("hook_order", case, record_case)
 
     def _get(self, kind: Any, case: Case, make: Callable[[Case], Any]) -> Any:
         key = (kind, case.key)

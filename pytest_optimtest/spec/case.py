@@ -99,6 +99,8 @@ class HookOrderCase:
     expected_where: str
     after_backward: Any = None
     compare: str = "all"
+    torch_version: str = ""  # the running release: update mode records the observed order under it
+    written: Any = None  # the spec's `expected` as written (a list, or a mapping by release): what update mode edits
     device: str = "cpu"
     checks: tuple[str, ...] = ("hook_order",)
     skip: dict[str, str] = field(default_factory=dict)

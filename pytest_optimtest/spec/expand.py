@@ -481,4 +481,5 @@ def _hook_order_case(spec: HookOrderSpec, locator: Locator, torch_version: str) 
         model_kwargs=spec.model_kwargs, inputs=spec.inputs, iterations=spec.iterations, backward=spec.backward,
         drop_model_before_backward=spec.drop_model_before_backward, expected=expected, expected_where=where,
         after_backward=spec.after_backward, compare=spec.compare, xfail={"hook_order": spec.xfail} if spec.xfail else {},
+        torch_version=torch_version, written=spec.expected,
     )
