@@ -7,10 +7,11 @@ the replacement before its collection has arrived, and the controller dies on a 
 (INTERNALERROR, exit code 3, the rest of the results lost; pytest-xdist issues 1189 and 1362).
 It also queues the item the worker died in again, so that item is reported twice: as xdist's
 crash and as the journal's "crashed" (harness/containment.py) on the replacement.
-`CaseScheduling` is loadscope with both mended: a worker gets work once its collection is in
-(and enough of it that it never waits on a last item), and the item that was running when its
-worker died is reported once, as the crash, which
-`describe_crash` completes with what the case was doing.
+`CaseScheduling` is loadscope with three mends: a worker gets work only once its collection is in;
+the item that was running when its worker died is reported once, as the crash (which
+`describe_crash` completes with what the case was doing); and a worker is never left holding one
+last item with nothing more to come (it waits for more work or its shutdown, and a case given back
+without its crashed item would otherwise hang the session).
 """
 
 from __future__ import annotations
