@@ -30,12 +30,18 @@ def record(item: Any, metrics: dict[str, Any], verdict: dict[str, Any] | None = 
     red for a failed rung of its ladder), `blocked` (skipped for one), `vacuous` or `not_applicable`;
     `evidence`, what a pass proved (the check's Verdict)."""
     case = item.case
-    return {"verdict": verdict, "evidence": evidence,
-        "spec": _relative(case.spec_path), "case": case.id, "check": item.check, "device": case.device,
-        "dtype": getattr(case, "dtype", "float32"),
-        "optimizer": getattr(case, "optimizer", None), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-        "metrics": metrics,
-    }
+    return record_fields(_relative(case.spec_path), case.id, item.check, case.device, getattr(case, "dtype", "float32"),
+                         getattr(case, "optimizer", None), os.environ.get("PYTEST_XDIST_WORKER", "main"), metrics,
+                         verdict, evidence)
+
+
+def record_fields(spec: str, case: str, check: str, device: str, dtype: str | None, optimizer: str | None,
+                  worker: str, metrics: dict[str, Any], verdict: dict[str, Any] | None = None,
+                  evidence: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON record from its fields: `record` for an item, and the controller's for the item a
+    worker died in (it has the node id, not the item)."""
+    return {"verdict": verdict, "evidence": evidence, "spec": spec, "case": case, "check": check, "device": device,
+            "dtype": dtype, "optimizer": optimizer, "worker": worker, "metrics": metrics}
 
 
 def _relative(path: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .report import RECORD_KEY
+from .report import RECORD_KEY, record_fields
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -83,6 +83,6 @@ def describe_crash(report: pytest.TestReport, journal: Any, rootpath: Path) -> N
                          "printed for a fatal signal is in the output above); this case is not run again\n"
                          f"reproduce: pytest --optim-spec {path} -k '{case_id} and {check}' -n 0")
     report.when = "call"  # xdist's "???": the item failed while running, as the report's record says
-    report.user_properties = [(RECORD_KEY, {"verdict": {"kind": "crashed", "in": died}, "evidence": None, "spec": path,
-                                            "case": case_id, "check": check, "device": case_id.rsplit("-", 1)[-1],
-                                            "optimizer": None, "worker": "controller", "metrics": {}})]
+    # the controller has the node id only: no dtype or optimizer
+    report.user_properties = [(RECORD_KEY, record_fields(path, case_id, check, case_id.rsplit("-", 1)[-1], None, None,
+                                                         "controller", {}, {"kind": "crashed", "in": died}))]
