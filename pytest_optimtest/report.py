@@ -176,7 +176,7 @@ def compatibility_table(report: dict[str, Any]) -> str:
 
 def _column(record: dict[str, Any]) -> str:
     """The table column of an item: its check, and its param dtype unless float32."""
-    dtype = record.get("dtype", "float32")
+    dtype = record.get("dtype") or "float32"  # a crashed item's record (built from its node id) has none
     return record["check"] if dtype == "float32" else f"{record['check']} {dtype}"
 
 
