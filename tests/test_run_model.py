@@ -213,9 +213,10 @@ def test_a_low_precision_difference_is_called_inductors_rounding_only_when_emula
     import torch
 
     assert _outcomes(out, "roundingchainsgd-default-bfloat16-cpu") == {"parity": "FAILED"}
-    if tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 15):
-        # torch 2.15's emulate_precision_casts no longer makes this chain round as eager does (4 values still
-        # differ, 2.15.0 CPU): so the difference is not called rounding, and aot_eager names inductor
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) not in {(2, 13), (2, 14)}:
+        # only on 2.13 and 2.14 does emulate_precision_casts make this chain round as eager does; on 2.11 and
+        # 2.15 (CPU; 2.12 and older not run) 4 values still differ: so the difference is not called rounding,
+        # and aot_eager names inductor
         assert "with inductor's emulate_precision_casts=True the step still differs" in out
         assert "torch's doing (inductor's rounding" not in out
         return

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_optimtest.harness.torch_api import torch_version
+
 TESTS = Path(__file__).resolve().parent
 
 SPECS = {
@@ -120,7 +122,10 @@ def test_parity_failures_name_their_mechanism_and_owner(session):
     assert "shares storage with 0.bias.grad" in lazy and "python -m pytest_optimtest.harness.diagnosis" in lazy
     noisy = _failure(out, "specs/noisy.yaml::noisysgd-default-cpu::parity")
     assert "diagnosis: the optimizer draws random numbers in its step" in noisy and "fallback_random: true" in noisy
-    assert "rerun so, it matches eager: the RNG is the whole difference" in noisy
+    if tuple(int(n) for n in torch_version().split(".")) >= (2, 13):
+        assert "rerun so, it matches eager: the RNG is the whole difference" in noisy
+    else:  # torch 2.11 (2.12 not run): fallback_random leaves the compiled noise different, and aot_eager names inductor
+        assert "rerun so, it still differs" in noisy and "torch's doing (inductor)" in noisy
     assert ("diagnosis: torch's doing (inductor): compiled with aot_eager (dynamo and AOTAutograd, no inductor) the 7 steps "
             "match eager" in lazy)
     assert "reproduce: pytest --optim-spec specs/lazy.yaml -k 'lazystatesgd-default-cpu and parity'" in lazy
