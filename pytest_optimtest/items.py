@@ -109,12 +109,17 @@ class SpecErrorItem(pytest.Item):
 def missing_requirements(spec: Any) -> str | None:
     """Why a spec's `requires` cannot be met on this machine, or None."""
     missing = []
-    for module in getattr(spec, "requires", []):
+    for entry in getattr(spec, "requires", []):
+        module, _, attribute = entry.partition(":")
         try:
-            importlib.import_module(module)
+            found = importlib.import_module(module)
         except ImportError as exc:
-            missing.append(f"{module} ({exc})")
-    return f"requires {', '.join(missing)}: not importable here" if missing else None
+            missing.append(f"{entry} ({exc})")
+            continue
+        if attribute and not hasattr(found, attribute):
+            version = getattr(importlib.import_module(module.split(".")[0]), "__version__", "")
+            missing.append(f"{entry} (the installed {module.split('.')[0]} {version} has no {module}.{attribute})".replace("  ", " "))
+    return f"requires {', '.join(missing)}: not available here" if missing else None
 
 
 class MissingRequirementItem(pytest.Item):
@@ -199,7 +204,10 @@ def _whose_and_reproducer(text: str, verdict: bool, case: Any, check: str) -> st
     """What a red lacks of whose doing it is and the command that shows it again: a check's verdict
     is on the optimizer unless something in it points at torch (an exception says whose it is)."""
     lines = []
-    if verdict and "doing" not in text:
+    if verdict and "doing" not in text and not hasattr(case, "optimizer") and not getattr(case, "cases", ()):  # ModTracker's
+        lines.append("whose doing: torch's ModTracker or the spec's model, by this check's verdict (the expected order is "
+                     "the spec's, or derived from the module tree and the autograd graph)")
+    elif verdict and "doing" not in text:
         lines.append("whose doing: the optimizer's, by this check's verdict (nothing above points at torch)")
     spec_path = getattr(case, "spec_path", None)
     if spec_path and "reproduce" not in text.lower() and "repro:" not in text.lower():

@@ -141,3 +141,14 @@ def test_planted_fault_fails_through_the_plugin(pytester, specs):
         "*param[[]'0.weight'[]]: *elements differ; max abs diff*",
         "*expected 99 generated kernels, observed *. If the change is intended, set *drift.yaml:3 kernel_counts*",
     ])
+
+
+def test_a_spec_whose_requirement_is_missing_is_one_skip_saying_which(pytester):
+    base = "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n"
+    pytester.makefile(".yaml", absent_module=base + "requires: [no_such_package]\n",
+                      absent_name=base + 'requires: ["torch.optim:NoSuchOptimizer"]\n',
+                      present=base + 'requires: ["torch.optim:SGD", torch]\nchecks: [parity]\n')
+    result = pytester.runpytest_inprocess("--optim-spec", ".", "-rs", "-k", "requires or parity")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*requires no_such_package (No module named 'no_such_package'): not available here*",
+                                 "*requires torch.optim:NoSuchOptimizer (the installed torch * has no torch.optim.NoSuchOptimizer): not available here*"])

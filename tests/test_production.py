@@ -249,3 +249,13 @@ def test_state_a_tensor_subclass_cannot_clone_is_compared_by_its_values_and_has_
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     optimizer.state[model.weight]["exp_avg"] = state
     assert storage_aliases(optimizer, model) == set()
+
+
+@pytest.mark.parametrize("check", ["fsdp", "checkpoint"])
+def test_a_torch_whose_cpu_stream_records_no_events_skips_fsdp_saying_why(tmp_path, monkeypatch, check):
+    from pytest_optimtest.harness import torch_api
+
+    monkeypatch.setattr(torch_api, "fsdp2_runs_on_cpu", lambda: False)  # torch 2.6: FSDP2 raises in foreach_all_gather
+    case = next(c for c in cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n") if check in c.checks)
+    with pytest.raises(NotApplicable, match=r"FSDP2 cannot shard on CPU in torch .*torch.cpu.Stream"):
+        CHECKS[check].run(case, RunCache())

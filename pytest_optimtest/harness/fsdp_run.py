@@ -25,7 +25,7 @@ from .blame import blame
 from .builder import build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype, step_scheduler
 from .devices import seed_all
 from .distributed_run import on_rank, rank_backend
-from .distributed_run import unavailable_reason as unavailable_reason  # the same rank pools, the same limits
+from .distributed_run import unavailable_reason as ranks_unavailable  # the same rank pools, the same limits
 from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
@@ -84,6 +84,14 @@ class _Resume:
     batches: list[torch.Tensor]  # those after the checkpoint
     checkpoint: str
     scheduler: dict[str, Any] | None
+
+
+def unavailable_reason(case: Case) -> str | None:
+    """Why this machine (or this torch) cannot shard the case with FSDP2, or None."""
+    if case.device == "cpu" and not torch_api.fsdp2_runs_on_cpu():
+        return (f"FSDP2 cannot shard on CPU in torch {torch.__version__}: fully_shard records an event on torch.cpu.Stream, "
+                "which has none to record here (torch 2.6: AttributeError in foreach_all_gather); torch 2.11 and later run it")
+    return ranks_unavailable(case)
 
 
 def run_fsdp(case: Case, pools: RankPools | None = None) -> FsdpRun:

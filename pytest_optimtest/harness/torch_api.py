@@ -165,11 +165,19 @@ def recording_recompiles() -> Iterator[list[str]]:
             log_state.artifact_names.discard(_RECOMPILES_ARTIFACT)
 
 
+def fsdp2_runs_on_cpu() -> bool:
+    """Whether FSDP2's fully_shard can run on CPU ranks: it records events on the device's stream,
+    and torch.cpu.Stream has no record_event before some release after 2.6 (2.11 has it)."""
+    return hasattr(torch.cpu.Stream, "record_event")
+
+
 def unlimited_recompiles(limit: int = 100_000) -> contextlib.AbstractContextManager:
     """Raise dynamo's recompile limits for the block, and make hitting one an error: past the
     limit dynamo would otherwise run the function eagerly, without a word."""
     import torch._dynamo.config as dynamo_config
 
+    if not hasattr(dynamo_config, "recompile_limit"):  # torch 2.6: the cache_size names, and no raise on hitting one
+        return dynamo_config.patch(cache_size_limit=limit, accumulated_cache_size_limit=limit)
     return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=limit, fail_on_recompile_limit_hit=True)
 
 

@@ -305,8 +305,9 @@ class Spec(StrictModel):
                               "right after construction: setup(optimizer) (e.g. schedule-free's optimizer.train())")
     timeout_s: float = Field(900, gt=0, le=86400, description="a case's check still running after this many seconds fails "
                              "as timed out, with the stack where it hung (--optim-timeout overrides it)")
-    requires: list[str] = Field([], description="modules the spec needs (e.g. the optimizer's package): when one "
-                                "cannot be imported, the spec's tests are skipped with that reason instead of failing")
+    requires: list[str] = Field([], description="modules the spec needs (e.g. the optimizer's package), or "
+                                "'module:Name' for a name the installed version must have ('torch.optim:Muon'): when one "
+                                "is missing, the spec's tests are skipped with that reason instead of failing")
     distributed: DistributedSpec = Field(DistributedSpec(), description="the distributed and zero checks' settings")
     fuzz: FuzzSpec | None = Field(None, description="Hypothesis properties: parity, in_backward")
     checks: list[str] | None = Field(
