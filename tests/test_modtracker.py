@@ -154,3 +154,18 @@ def test_unknown_model_is_a_spec_error(tmp_path):
 def test_mark_outside_a_recording_is_a_no_op():
     hook_recorder.mark("anything")
     torch.nn.Linear(2, 2)(torch.ones(2))
+
+
+def test_the_derived_order_follows_whether_this_torch_ends_backward_with_post_bw(monkeypatch):
+    from pytest_optimtest.harness import torch_api
+
+    fires_here = torch_api.mod_tracker_ends_backward_with_post_bw()
+
+    def derived(fires: bool) -> list[str]:
+        monkeypatch.setattr(torch_api, "mod_tracker_ends_backward_with_post_bw", lambda: fires)
+        return [e.short() for e in derive_hook_order(torch.nn.Linear(2, 2), torch.ones(1, 2))]
+
+    # torch 2.11 and later fire post_bw as backward ends for a module whose input needs no grad; 2.6 does not
+    assert derived(True)[-1].startswith("post_bw") and not any(e.startswith("post_bw") for e in derived(False))
+    # the probe says what this torch's ModTracker does
+    assert [e.short() for e in record_hook_order(torch.nn.Linear(2, 2), torch.ones(1, 2))] == derived(fires_here)

@@ -197,7 +197,9 @@ def _backward_events(calls: list[_Call]) -> list[HookEvent]:
         if call.nodes
     ]
     ordered = [event for *_, event in sorted(waiting, key=lambda w: (w[0], w[1]))]
-    # Modules whose inputs need no grad: post_bw when backward ends, innermost first (torch >= 2.13).
+    if not torch_api.mod_tracker_ends_backward_with_post_bw():  # torch 2.6: no post_bw for them at all
+        return ordered
+    # Modules whose inputs need no grad: post_bw when backward ends, innermost first.
     return ordered + [HookEvent("post_bw", c.module, True, True) for c in reversed(calls) if c.pre and not c.nodes]
 
 

@@ -314,6 +314,19 @@ def guard_failures(recompile_message: str) -> list[str]:
 _GUARD_LINE = re.compile(r"^\s*- (\d+/\d+: .*)$", re.MULTILINE)
 
 
+@functools.cache
+def mod_tracker_ends_backward_with_post_bw() -> bool:
+    """Whether this torch's ModTracker fires post_bw, as backward ends, for a module whose inputs need
+    no grad (2.11 and later do; 2.6 does not): probed once on a one-Linear model."""
+    fired: list[str] = []
+    layer = torch.nn.Linear(2, 2)
+    tracker = mod_tracker()
+    tracker.register_user_hooks(post_bw_hook=lambda module, grads: fired.append("post_bw"))
+    with tracker:
+        layer(torch.ones(1, 2)).sum().backward()
+    return bool(fired)
+
+
 def mod_tracker() -> Any:
     """A new torch.distributed._tools.mod_tracker.ModTracker."""
     from torch.distributed._tools.mod_tracker import ModTracker
