@@ -108,9 +108,9 @@ def law_horizon(case: Any, params: dict, tol: Tolerance, names: list[str] | None
                 overrides: dict[str, Any] | None = None, scheduled: bool = False) -> int:
     """The steps a comparing law runs: its horizon, doubled (at most three times) until `names`
     (default: every param), with a grad at every step (or per the laws' schedule), under the case's
-    kwargs with `overrides`, move the case's min_movement tolerances. A slow
-    optimizer at low precision (Adadelta at bf16 on CUDA moved 8.3 tolerances in 7 steps) then gives
-    evidence instead of a vacuous skip; one that moves too little even then is vacuous at its horizon."""
+    kwargs with `overrides`, move the case's min_movement tolerances. A slow optimizer at low
+    precision (Adadelta at bf16 on CUDA moved 8.3 tolerances in 7 steps) then gives evidence instead
+    of a vacuous skip; one that moves too little even then is vacuous at its horizon."""
     steps, names = law_steps(case), names or list(params)
     for horizons in ([steps], [steps << doubling for doubling in range(1, HORIZON_DOUBLINGS + 1)]):
         run = law_trajectory(case, params, law_grads(case, horizons[-1], params, scheduled), overrides)
