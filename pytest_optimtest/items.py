@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,8 +118,9 @@ def missing_requirements(spec: Any) -> str | None:
             missing.append(f"{entry} ({exc})")
             continue
         if attribute and not hasattr(found, attribute):
-            version = getattr(importlib.import_module(module.split(".")[0]), "__version__", "")
-            missing.append(f"{entry} (the installed {module.split('.')[0]} {version} has no {module}.{attribute})".replace("  ", " "))
+            package = module.partition(".")[0]
+            installed = " ".join(filter(None, (package, getattr(sys.modules[package], "__version__", ""))))
+            missing.append(f"{entry} (the installed {installed} has no {module}.{attribute})")
     return f"requires {', '.join(missing)}: not available here" if missing else None
 
 
@@ -204,11 +206,11 @@ def _whose_and_reproducer(text: str, verdict: bool, case: Any, check: str) -> st
     """What a red lacks of whose doing it is and the command that shows it again: a check's verdict
     is on the optimizer unless something in it points at torch (an exception says whose it is)."""
     lines = []
-    if verdict and "doing" not in text and not hasattr(case, "optimizer") and not getattr(case, "cases", ()):  # ModTracker's
+    if verdict and "doing" not in text:
+        hook_order = not hasattr(case, "optimizer") and not getattr(case, "cases", ())  # no optimizer in the case
         lines.append("whose doing: torch's ModTracker or the spec's model, by this check's verdict (the expected order is "
-                     "the spec's, or derived from the module tree and the autograd graph)")
-    elif verdict and "doing" not in text:
-        lines.append("whose doing: the optimizer's, by this check's verdict (nothing above points at torch)")
+                     "the spec's, or derived from the module tree and the autograd graph)" if hook_order else
+                     "whose doing: the optimizer's, by this check's verdict (nothing above points at torch)")
     spec_path = getattr(case, "spec_path", None)
     if spec_path and "reproduce" not in text.lower() and "repro:" not in text.lower():
         lines.append(f"reproduce: pytest --optim-spec {shown_path(spec_path)} -k '{case.id} and {check}'")

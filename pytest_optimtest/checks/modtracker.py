@@ -21,9 +21,7 @@ def check_hook_order(case: Any, runs: Any) -> Verdict:
         raise NotApplicable(f"{case.id}: no expected sequence for this torch version ({case.expected_where}); observed:\n"
                             + "\n".join(e.short() for e in observed))
     derived = case.expected == "derive"
-    expected = derived_order if derived else [_event(e) for e in case.expected]
-    keep = _kept(case)
-    observed, expected = _filtered(observed, keep), [e for e in expected if keep(e)]
+    observed, expected = _compared(case, observed, derived_order)
     if not observed:
         raise AssertionError(f"{case.id}: ModTracker reported no events: nothing was compared")
     source = "derived from the module tree and the forward call order" if derived else case.expected_where
@@ -39,6 +37,13 @@ def check_hook_order(case: Any, runs: Any) -> Verdict:
     return Verdict(f"{len(observed)} events as expected ({'derived' if derived else 'written'})",
                    {"events_compared": len(observed), "expected_from": "derived" if derived else "written",
                     "after_backward_checked": len(observed.after_backward) if case.after_backward is not None else 0})
+
+
+def _compared(case: Any, observed: Any, derived_order: list[HookEvent]) -> tuple[Any, list[HookEvent]]:
+    """The observed and expected events the case compares (the expected: derived, or the spec's)."""
+    keep = _kept(case)
+    expected = derived_order if case.expected == "derive" else [_event(e) for e in case.expected]
+    return _filtered(observed, keep), [e for e in expected if keep(e)]
 
 
 def _kept(case: Any) -> Callable[[HookEvent], bool]:
@@ -57,9 +62,12 @@ def hook_order_metrics(case: Any, runs: Any) -> dict[str, Any]:
     recorded = runs.peek("hook_order", case)
     if recorded is None or case.expected == "derive" or not case.torch_version:
         return {}
-    observed = _filtered(recorded[0], _kept(case))
-    if case.expected is not None and first_divergence([_event(e) for e in case.expected if _kept(case)(_event(e))], observed) is None:
-        return {}
+    if case.expected is None:
+        observed = _filtered(recorded[0], _kept(case))
+    else:
+        observed, expected = _compared(case, *recorded)
+        if first_divergence(expected, observed) is None:
+            return {}
     entries = case.written.values() if isinstance(case.written, dict) else [case.written]
     with_parents = any(e.parents is not None for entry in entries if isinstance(entry, list) for e in entry)
     events = [{"event": e.kind, "module": e.module, "in_parents": e.in_parents, "is_bw": e.is_bw, "parents": sorted(e.parents)}

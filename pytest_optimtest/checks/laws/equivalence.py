@@ -26,7 +26,7 @@ def check_equivalent(case: Any, runs: Any) -> Verdict:
         params = law_params(case, laws.min_ndim, laws.empty)
         longest = 0
         for name, variants in laws.equivalent.items():
-            steps = law_horizon(case, params, tol, overrides=variants[0], scheduled=True)
+            steps, _ = law_horizon(case, params, tol, overrides=variants[0], scheduled=True)
             longest = max(longest, steps)
             grads = law_grads(case, steps, params)
             variant_runs = [law_trajectory(case, params, grads, kwargs) for kwargs in variants]

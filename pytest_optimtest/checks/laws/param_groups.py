@@ -25,7 +25,7 @@ def check_param_groups(case: Any, runs: Any) -> Verdict:
     laws, tol = laws_of(case), law_tolerance(case)
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, empty=False)
-        steps = law_horizon(case, params, tol, FIRST)
+        steps, _ = law_horizon(case, params, tol, FIRST)
         grads = law_grads(case, steps + 1, params, scheduled=False)
         lr = case.kwargs.get("lr")
         zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}

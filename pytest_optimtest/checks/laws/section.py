@@ -105,20 +105,24 @@ HORIZON_TRIED = f"up to {1 << HORIZON_DOUBLINGS}x as many steps tried"
 
 
 def law_horizon(case: Any, params: dict, tol: Tolerance, names: list[str] | None = None,
-                overrides: dict[str, Any] | None = None, scheduled: bool = False) -> int:
+                overrides: dict[str, Any] | None = None, scheduled: bool = False) -> tuple[int, float]:
     """The steps a comparing law runs: its horizon, doubled (at most three times) until `names`
     (default: every param), with a grad at every step (or per the laws' schedule), under the case's
     kwargs with `overrides`, move the case's min_movement tolerances. A slow optimizer at low
     precision (Adadelta at bf16 on CUDA moved 8.3 tolerances in 7 steps) then gives evidence instead
-    of a vacuous skip; one that moves too little even then is vacuous at its horizon."""
+    of a vacuous skip; one that moves too little even then is vacuous at its horizon. Returns the
+    steps and how far `names` moved over them, in tolerances."""
     steps, names = law_steps(case), names or list(params)
+    at_horizon = None
     for horizons in ([steps], [steps << doubling for doubling in range(1, HORIZON_DOUBLINGS + 1)]):
         run = law_trajectory(case, params, law_grads(case, horizons[-1], params, scheduled), overrides)
         for horizon in horizons:
             after = run.params_after(horizon)
-            if max_movement({n: run.initial[n] for n in names}, {n: after[n] for n in names}, tol) >= case.min_movement:
-                return horizon
-    return steps
+            moved = max_movement({n: run.initial[n] for n in names}, {n: after[n] for n in names}, tol)
+            if moved >= case.min_movement:
+                return horizon, moved
+            at_horizon = moved if at_horizon is None else at_horizon
+    return steps, at_horizon or 0.0
 
 
 def law_tolerance(case: Any) -> Tolerance:

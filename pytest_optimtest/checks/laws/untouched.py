@@ -23,9 +23,9 @@ def check_untouched(case: Any, runs: Any) -> Verdict:
     said: list[str] = []
     with isolated_case(case):
         params = law_params(case, laws.min_ndim, laws.empty)
-        steps = law_horizon(case, params, tol)
+        # how far params move with a grad at every step: a step that moves nothing leaves everything alone
+        steps, active = law_horizon(case, params, tol)
         evidence: dict[str, Any] = {"steps": steps}
-        active = _active_movement(case, params, steps, tol)  # a step that moves nothing leaves everything alone
         evidence["moved_with_grads_tolerances"] = round(active, 3)
         if active < case.min_movement:
             raise Vacuous(f"{case.id}: vacuous: law untouched: params with a grad moved at most {active:.3g} tolerances "
@@ -39,12 +39,6 @@ def check_untouched(case: Any, runs: Any) -> Verdict:
             said.append(f"zero grads moved nothing over {steps} steps")
             evidence["zero_grads"] = True
     return Verdict("; ".join(said) + f"; with grads they moved {active:.3g} tol", evidence)
-
-
-def _active_movement(case: Any, params: dict[str, torch.nn.Parameter], steps: int, tol: Tolerance) -> float:
-    """How far the params move, in tolerances, when every one has a grad at every step."""
-    run = law_trajectory(case, params, law_grads(case, steps, params, scheduled=False))
-    return max_movement(run.initial, run.final, tol)
 
 
 def _without_grads(case: Any, params: dict[str, torch.nn.Parameter], grads: list, steps: int, tol: Tolerance) -> None:
