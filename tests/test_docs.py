@@ -122,19 +122,21 @@ def test_the_tutorials_commands_run(pytester):
             assert outcomes.get("passed", 0) > 0 and not outcomes.get("failed"), outcomes
 
 
+def _load(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_a_release_run_becomes_a_row_of_the_compatibility_table(tmp_path, monkeypatch):
     """tools/torch_release.py condenses a main job's report; the docs build renders the rows."""
     import datetime
-    import importlib.util
     import json
 
-    def load(path: Path):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    release, hooks = load(ROOT / "tools" / "torch_release.py"), load(ROOT / "docs" / "hooks.py")
+    release, hooks = _load(ROOT / "tools" / "torch_release.py"), _load(ROOT / "docs" / "hooks.py")
     items = [{"check": "parity", "outcome": "passed"}, {"check": "kernel_count", "outcome": "passed"},
              {"check": "kernel_count", "outcome": "skipped"}, {"check": "law_hooks", "outcome": "xfailed"}]
     row = release.release_row({"torch": "2.15.0+cu130", "items": items}, "2.15.0", "cpu",
@@ -145,3 +147,29 @@ def test_a_release_run_becomes_a_row_of_the_compatibility_table(tmp_path, monkey
     assert "| 2.15.0+cu130 | cpu | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` |" in hooks._releases()
     (tmp_path / "torch-2.11.0-cuda.json").write_text(json.dumps({**row, "device": "cuda", "note": "mended since"}))
     assert "| cuda | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` | mended since |" in hooks._releases()
+
+
+def test_update_mode_rechecks_what_it_wrote_and_the_row_shows_the_recheck(tmp_path, monkeypatch):
+    """A release run with --update-expected skips the kernel counts it has no entry for, writes them,
+    and runs those items again: their outcomes replace the first run's; other reds still count."""
+    import json
+    import subprocess
+
+    release = _load(ROOT / "tools" / "torch_release.py")
+    first = {"torch": "2.12", "items": [{"nodeid": "a::parity", "check": "parity", "outcome": "passed"},
+                                        {"nodeid": "a::kernel_count", "check": "kernel_count", "outcome": "skipped"}]}
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        (tmp_path / "recheck.json").write_text(json.dumps({"items": [{"nodeid": "a::kernel_count", "check": "kernel_count",
+                                                                      "outcome": "passed"}]}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(release.subprocess, "run", run)
+    merged, code = release.recheck(Path("python"), first, 0, ["pytest", "--optim-spec", "specs/"], tmp_path)
+    assert commands[0][-4:] == ["-k", release.RECHECKED, "--optim-report", str(tmp_path / "recheck.json")]
+    assert sorted((r["check"], r["outcome"]) for r in merged["items"]) == [("kernel_count", "passed"), ("parity", "passed")]
+    assert code == 0
+    first["items"][0]["outcome"] = "failed"  # a red the recheck did not rerun still fails the release
+    assert release.recheck(Path("python"), first, 1, ["pytest"], tmp_path)[1] == 1

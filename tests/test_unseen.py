@@ -153,7 +153,7 @@ def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist_and
 
     for module in ("planted.py", "planted_unseen.py"):
         shutil.copy(TESTS / module, tmp_path / module)
-    specs = {"hang": "optimizer: planted_unseen:HangingSGD\nkwargs: {lr: 0.1}\nchecks: [parity, kernel_count]\ntimeout_s: 15\n",
+    specs = {"hang": "optimizer: planted_unseen:HangingSGD\nkwargs: {lr: 0.1}\nchecks: [parity, kernel_count]\ntimeout_s: 6\n",
              "exit": "optimizer: planted_unseen:ExitingSGD\nkwargs: {lr: 0.1}\nchecks: [parity, kernel_count]\n",
              "plain": "optimizer: planted:PlainSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"}
     for name, text in specs.items():
@@ -163,7 +163,7 @@ def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist_and
                             cwd=tmp_path, capture_output=True, text=True, timeout=600)
     out = result.stdout
     assert result.returncode == 1, out[-3000:] + result.stderr[-2000:]
-    assert "timed out after 15s in check 'parity', step 1" in out, out[-3000:]
+    assert "timed out after 6s in check 'parity', step 1" in out, out[-3000:]
     assert re.search(r"hung at .*planted_unseen\.py:\d+ in _update", out), out[-3000:]
     if workers == "0":
         assert "optimtest: the session's process died (exit code 3) in check 'parity', step 1; running the session again" in result.stderr
