@@ -17,6 +17,7 @@ without its crashed item would otherwise hang the session).
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,9 @@ def describe_crash(report: pytest.TestReport, journal: Any, rootpath: Path) -> N
     item's record, so that the JSON report has it too."""
     path, case_id, check = (report.nodeid.split("::") + ["", ""])[:3]
     died = journal.died_in((os.path.normpath(rootpath / path), case_id)) if journal is not None else None
+    how = _how_it_ended(report)
     report.longrepr = (f"{report.longrepr}: the process running this case died"
-                       + (f" in {died}" if died else "")
+                       + (f" ({how})" if how else "") + (f" in {died}" if died else "")
                        + " (a native crash or an exit in the optimizer's step or in torch; the stack faulthandler "
                          "printed for a fatal signal is in the output above); this case is not run again\n"
                          f"reproduce: pytest --optim-spec {path} -k '{case_id} and {check}' -n 0")
@@ -86,3 +88,21 @@ def describe_crash(report: pytest.TestReport, journal: Any, rootpath: Path) -> N
     # the controller has the node id only: no dtype or optimizer
     report.user_properties = [(RECORD_KEY, record_fields(path, case_id, check, case_id.rsplit("-", 1)[-1], None, None,
                                                          "controller", {}, {"kind": "crashed", "in": died}))]
+
+
+def _how_it_ended(report: pytest.TestReport) -> str | None:
+    """The dead worker's signal or exit code, read from the process execnet started for it (xdist
+    hands the worker over on the report; execnet's popen is not public API, hence every getattr)."""
+    popen = getattr(getattr(getattr(getattr(report, "node", None), "gateway", None), "_io", None), "popen", None)
+    try:
+        code = popen.wait(timeout=5) if popen is not None else None
+    except Exception:  # still running, or not a subprocess.Popen after all: say nothing rather than guess
+        return None
+    if code is None:
+        return None
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

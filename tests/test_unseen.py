@@ -171,6 +171,7 @@ def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist_and
         assert "the supervisor ran the session again, and this case is not run again" in out
     else:
         assert "worker 'gw" in out and "crashed while running 'exit.yaml::exitingsgd-default-cpu::" in out
+        assert "the process running this case died (exit code 3) in check 'parity', step 1" in out
         assert "crashed: the process running this case died in check 'parity', step 1" in out
     outcomes = {(r["case"], r["check"]): r["outcome"] for r in json.loads((tmp_path / "report.json").read_text())["items"]}
     assert outcomes[("plainsgd-default-cpu", "parity")] == "passed"
@@ -278,9 +279,9 @@ def test_eight_cases_that_segfault_under_xdist_are_eight_failed_items_and_the_se
     assert result.returncode == 1 and "INTERNALERROR" not in out + result.stderr, out[-3000:] + result.stderr[-2000:]
     reds = [line.split(" ")[1] for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     assert sorted(reds) == [f"seg.yaml::segfaultingsgd-crash{i}-cpu::parity" for i in range(1, 9)], out[-3000:]  # each once
-    for i in range(1, 9):  # each crash names the check and step it died in (CI's summary lines repeat it whole)
+    for i in range(1, 9):  # each crash names the signal, and the check and step it died in (CI's summary lines repeat it whole)
         assert (f"crashed while running 'seg.yaml::segfaultingsgd-crash{i}-cpu::parity': the process running this case "
-                "died in check 'parity', step 1") in out, out[-3000:]
+                "died (killed by signal SIGSEGV) in check 'parity', step 1") in out, out[-3000:]
     assert "reproduce: pytest --optim-spec seg.yaml -k 'segfaultingsgd-crash1-cpu and parity' -n 0" in out
     assert re.search(r"^seg\.yaml +1 +8 ", out, re.M), out[-3000:]  # the per-spec summary: 1 passed, 8 failed
     outcomes = {r["case"]: r["outcome"] for r in json.loads((tmp_path / "report.json").read_text())["items"]}
