@@ -1,3 +1,4 @@
+import functools
 import sys
 from pathlib import Path
 
@@ -6,6 +7,38 @@ sys.path.insert(0, str(Path(__file__).parent))  # planted.py and helpers.py
 import pytest
 
 PYTESTER_ADDOPTS = "-p no:randomly --optim-device cpu"
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under xdist, the suite's tests spread one by one, as with xdist's `load`, but a module with a
+    module-scoped fixture (a whole subprocess session over planted optimizers, a minute or more) goes
+    to one worker whole: spread, each worker would run that session again. (Not xdist's loadgroup:
+    pytest 9.2 derives nodeid from Node._id, and xdist 3.8 tags groups by writing _nodeid.)"""
+    if config.option.dist != "load" or config.getoption("optim_spec"):
+        return None
+    # imported here: only an xdist session gets here
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if _has_module_fixture(root / path) else nodeid
+
+        def _assign_work_unit(self, node) -> None:
+            # whole modules first: handed out last, one would run alone at the end while the other workers idle
+            for scope in [scope for scope in self.workqueue if "::" not in scope]:
+                self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return SuiteScheduling(config, log)
+
+
+@functools.cache
+def _has_module_fixture(path: Path) -> bool:
+    return path.suffix == ".py" and 'scope="module"' in path.read_text()
 
 
 @pytest.fixture(autouse=True)
