@@ -71,7 +71,8 @@ checks: [fuzz_{prop}]
 
 def test_the_shrunk_example_is_minimal(pytester):
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
-    pytester.makefile(".yaml", skip0="optimizer: planted:SkipZeroDimSGD\nkwargs: {lr: 0.1}\nfuzz: {elementwise: {examples: {ci: 20}}}\n")
+    pytester.makefile(".yaml", skip0="optimizer: planted:SkipZeroDimSGD\nkwargs: {lr: 0.1}\nfuzz: {elementwise: {examples: {ci: 20}}}\n"
+                      "checks: [fuzz_elementwise]\n")
     result = pytester.runpytest_subprocess("--optim-spec", "skip0.yaml", "--hypothesis-profile", "ci", "-p", "no:randomly")
     result.stdout.fnmatch_lines(["    case=load_case('skip0.yaml', 'skipzerodimsgd-default-cpu'), params=Params(Param(()))"])
 
