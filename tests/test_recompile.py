@@ -6,7 +6,9 @@ import sys
 
 import pytest
 from helpers import cases_from, one_case
+from ruamel.yaml import YAML
 
+from pytest_optimtest import update
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
@@ -131,6 +133,35 @@ def test_graph_break_in_step_fails_with_dynamos_reason(tmp_path):
     message = failure("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD")))
     assert "1 graph breaks compiling the step, the spec declares 0" in message and "Tensor.item()" in message
     assert run("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD", extra="graph_breaks: 1"))) == "1 graph breaks"
+
+
+def test_graph_breaks_keyed_by_release_and_update_mode_writes_only_the_running_ones(tmp_path):
+    version = torch_version()
+    keyed = one_case(tmp_path, spec("planted:ItemClipSGD", extra=f'graph_breaks: {{"{version}": 1, "*": 0}}'))
+    assert run("graph_breaks", keyed) == "1 graph breaks"
+    other = one_case(tmp_path, spec("planted:ItemClipSGD", extra='graph_breaks: {"2.99": 1, "*": 0}'))
+    assert "1 graph breaks compiling the step, the spec declares 0" in failure("graph_breaks", other)
+    with pytest.raises(Exception, match="graph_breaks is keyed by torch releases like '2.13'"):
+        one_case(tmp_path, spec(extra='graph_breaks: {"2.x": 1}'))
+    # update mode: a spec's one count becomes a mapping with this release apart; a keyed one gets this release's key
+    for written, after in (("graph_breaks: 0", {"*": 0, version: 1}), ('graph_breaks: {"2.99": 3}', {"2.99": 3, version: 1})):
+        path = tmp_path / "breaks.yaml"
+        path.write_text(spec("planted:ItemClipSGD", extra=written))
+        case = one_case(tmp_path, path.read_text())
+        metrics = CHECKS["graph_breaks"].metrics(case, _ran(case))
+        planned = update.plan([{"spec": str(path), "case": case.id, "check": "graph_breaks", "metrics": metrics}])
+        update.apply(planned.changes)
+        assert YAML(typ="safe").load(path.read_text())["graph_breaks"] == after, path.read_text()
+    # what the release observes as written changes nothing
+    case = one_case(tmp_path, path.read_text())
+    metrics = CHECKS["graph_breaks"].metrics(case, _ran(case))
+    assert update.plan([{"spec": str(path), "case": case.id, "check": "graph_breaks", "metrics": metrics}]).changes == []
+
+
+def _ran(case):
+    runs = RunCache()
+    CHECKS["parity"].run(case, runs)
+    return runs
 
 
 def test_torch_optim_step_has_no_graph_break(tmp_path):

@@ -6,7 +6,7 @@ from typing import Any
 
 from typing import Annotated
 
-from pydantic import Field, RootModel
+from pydantic import Field, RootModel, field_validator
 
 from ..harness import torch_api
 from ..harness.compiled_run import CompiledRun
@@ -16,15 +16,28 @@ from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_p
 from ..spec.context import CaseContext, SpecContext
 from ..spec.errors import did_you_mean
 from ..spec.kernel_table import KernelExpectation, table_entry
-from ..spec.schema import MAX_COMPILES
+from ..spec.schema import MAX_COMPILES, check_torch_version
 from ..harness.ladder import COMPILED
 from .base import Check, Verdict
 
 
-class GraphBreaks(RootModel[Annotated[int, Field(ge=0, le=MAX_COMPILES)]]):
-    """Distinct graph-break reasons a compile without fullgraph must show."""
+Breaks = Annotated[int, Field(ge=0, le=MAX_COMPILES)]
 
-    root: Annotated[int, Field(ge=0, le=MAX_COMPILES)] = 0
+
+class GraphBreaks(RootModel[Breaks | dict[str, Breaks]]):
+    """Distinct graph-break reasons a compile without fullgraph must show: one count, or counts keyed
+    by torch release ('2.11') with '*' for the others, where releases differ."""
+
+    root: Breaks | dict[str, Breaks] = 0
+
+    @field_validator("root", mode="before")
+    @classmethod
+    def _releases(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for version in value:
+                if version != "*":
+                    check_torch_version(version, "graph_breaks is keyed by torch releases")
+        return value
 
 
 def validate_recompile(section: RecompileSpec, spec: SpecContext) -> None:
@@ -100,6 +113,14 @@ def check_graph_breaks(case: Any, runs: Any) -> Verdict:
 
 
 def declared_breaks(case: Any) -> int:
+    """The count for the running release: its own entry, else '*', else 0."""
+    written = _written_breaks(case)
+    if isinstance(written, dict):
+        return written.get(torch_api.torch_version(), written.get("*", 0))
+    return written
+
+
+def _written_breaks(case: Any) -> int | dict[str, int]:
     section = case.sections.get("graph_breaks")
     return section.root if section is not None else 0
 
@@ -171,8 +192,18 @@ def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
     if run is None:
         return {}
     observed = len(run.graph_breaks)
-    return {"graph_breaks": observed, "gate": {"graph breaks": observed},
-            "updates": [{"path": ["graph_breaks"], "declared": declared_breaks(case), "observed": observed}]}
+    return {"graph_breaks": observed, "gate": {"graph breaks": observed}, "updates": [_breaks_update(case, observed)]}
+
+
+def _breaks_update(case: Any, observed: int) -> dict[str, Any]:
+    """Update mode's entry: the running release's own count, leaving the other releases' as written
+    (one count for all becomes a mapping with it under '*', once this release differs)."""
+    written, version = _written_breaks(case), torch_api.torch_version()
+    if isinstance(written, dict):
+        return {"path": ["graph_breaks", version], "declared": written.get(version), "observed":
+                observed if observed != written.get("*", 0) or version in written else None}
+    return {"path": ["graph_breaks"], "declared": written,
+            "observed": written if observed == written else {"*": written, version: observed}}
 
 
 RECOMPILE = Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation",
