@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -163,7 +164,7 @@ def test_bad_distributed_section_names_line_and_key(tmp_path, section, where, sa
 
 
 def test_xdist_workers_run_ranks_side_by_side(pytester):
-    # Four 2-rank runs on two xdist workers at once: the store binds port 0, so ports never collide.
+    # Two 2-rank runs on two xdist workers at once (a case each): the store binds port 0, so ports never collide.
     pytester.makefile(".yaml", sgd="""
 optimizer: torch.optim.SGD
 kwargs: {lr: 0.1}
@@ -171,15 +172,12 @@ cases:
   - name: default
   - name: momentum
     kwargs: {momentum: 0.9}
-  - name: nesterov
-    kwargs: {momentum: 0.9, nesterov: true}
-  - name: weight_decay
-    kwargs: {weight_decay: 0.1}
-distributed: {cases: [default, momentum, nesterov, weight_decay], iterations: 2}
+distributed: {cases: [default, momentum], iterations: 2}
 checks: [distributed]
 """)
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-n", "2", "-p", "no:randomly")
-    result.assert_outcomes(passed=4)
+    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-n", "2", "-p", "no:randomly", "--optim-report", "r.json")
+    result.assert_outcomes(passed=2)
+    assert len({r["worker"] for r in json.loads((pytester.path / "r.json").read_text())["items"]}) == 2  # side by side
 
 
 class _Store:
