@@ -156,8 +156,13 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
     pytester.makefile(".yaml", sgd=SGD.replace('"*": 99', '"*": 8').replace("sgd-momentum", "x"))
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    first = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-report", "base.json", "-k", GATED)
+    # a baseline that holds none of these items: the gate compares nothing and says no regression
+    (pytester.path / "unrelated.json").write_text(json.dumps({"items": []}))
+    first = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-report", "base.json", "-k", GATED,
+                                          "--optim-baseline", "unrelated.json")
     first.stdout.fnmatch_lines(["*optimtest summary per spec*", "spec * passed * kernels * speedup", "sgd.yaml *"])
+    assert first.ret == 0
+    first.stdout.fnmatch_lines(["optimtest: no regression against unrelated.json (generated kernels, recompiles, *"])
     report = json.loads((pytester.path / "base.json").read_text())
     parity = next(r for r in report["items"] if r["check"] == "parity" and r["case"] == "sgd-default-cpu")
     assert parity["outcome"] == "passed" and parity["metrics"]["kernels"] > 0 and "compile_s" in parity["metrics"]

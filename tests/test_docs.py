@@ -173,3 +173,6 @@ def test_update_mode_rechecks_what_it_wrote_and_the_row_shows_the_recheck(tmp_pa
     assert code == 0
     first["items"][0]["outcome"] = "failed"  # a red the recheck did not rerun still fails the release
     assert release.recheck(Path("python"), first, 1, ["pytest"], tmp_path)[1] == 1
+    # a recheck that dies before writing its report: the first run stands, and the release fails
+    monkeypatch.setattr(release.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 3))
+    assert release.recheck(Path("python"), first, 0, ["pytest"], tmp_path) == (first, 3)

@@ -83,6 +83,7 @@ def recheck(python: Path, report: dict, code: int, command: list[str], venv: Pat
     first run's in the report (the rest of the first run stands). The exit code is the worse of the two
     runs', counting the first run's reds outside the rechecked items only."""
     again = venv / "recheck.json"
+    again.unlink(missing_ok=True)  # a recheck that writes no report must not be read as an earlier run's
     print("rechecking what update mode wrote:", " ".join([*command, "-k", RECHECKED]), flush=True)
     recheck_code = subprocess.run([str(python), "-m", *command, "-k", RECHECKED, "--optim-report", str(again)], cwd=ROOT).returncode
     if not again.exists():
