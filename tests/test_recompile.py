@@ -158,6 +158,26 @@ def test_graph_breaks_keyed_by_release_and_update_mode_writes_only_the_running_o
     assert update.plan([{"spec": str(path), "case": case.id, "check": "graph_breaks", "metrics": metrics}]).changes == []
 
 
+def test_perturbation_recompiles_keyed_by_release_and_update_mode_writes_only_the_running_ones(tmp_path):
+    version = torch_version()
+    perturbation = "recompile:\n  perturbations:\n    - {{set_lr: 0.02, recompiles: {}}}\n"
+    keyed = one_case(tmp_path, spec(extra=perturbation.format(f'{{"{version}": 1, "*": 0}}')))
+    assert "set_lr: 1 recompile(s)" in run("recompile", keyed)
+    other = one_case(tmp_path, spec(extra=perturbation.format('{"2.99": 1, "*": 0}')))
+    assert "caused 1 recompiles, expected 0" in failure("recompile", other)
+    with pytest.raises(Exception, match="recompiles is keyed by torch releases like '2.13'"):
+        one_case(tmp_path, spec(extra=perturbation.format('{"2.x": 1}')))
+    # update mode: one count becomes a mapping with this release apart; a keyed one gets this release's key
+    path = tmp_path / "recompiles.yaml"
+    for written, after in (("0", {"*": 0, version: 1}), ('{"2.99": 3}', {"2.99": 3, version: 1}), ("1", 1)):
+        path.write_text(spec(extra=perturbation.format(written)))
+        case = one_case(tmp_path, path.read_text())
+        metrics = CHECKS["recompile"].metrics(case, _ran(case))
+        planned = update.plan([{"spec": str(path), "case": case.id, "check": "recompile", "metrics": metrics}])
+        update.apply(planned.changes)
+        assert YAML(typ="safe").load(path.read_text())["recompile"]["perturbations"][0]["recompiles"] == after
+
+
 def _ran(case):
     runs = RunCache()
     CHECKS["parity"].run(case, runs)

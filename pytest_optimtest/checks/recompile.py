@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, RootModel, field_validator
 
@@ -16,7 +14,8 @@ from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_p
 from ..spec.context import CaseContext, SpecContext
 from ..spec.errors import did_you_mean
 from ..spec.kernel_table import KernelExpectation, table_entry
-from ..spec.schema import MAX_COMPILES, check_torch_version
+from ..spec.releases import check_release_keys, for_release, release_update
+from ..spec.schema import MAX_COMPILES
 from ..harness.ladder import COMPILED
 from .base import Check, Verdict
 
@@ -33,11 +32,7 @@ class GraphBreaks(RootModel[Breaks | dict[str, Breaks]]):
     @field_validator("root", mode="before")
     @classmethod
     def _releases(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            for version in value:
-                if version != "*":
-                    check_torch_version(version, "graph_breaks is keyed by torch releases")
-        return value
+        return check_release_keys(value, "graph_breaks")
 
 
 def validate_recompile(section: RecompileSpec, spec: SpecContext) -> None:
@@ -114,10 +109,7 @@ def check_graph_breaks(case: Any, runs: Any) -> Verdict:
 
 def declared_breaks(case: Any) -> int:
     """The count for the running release: its own entry, else '*', else 0."""
-    written = _written_breaks(case)
-    if isinstance(written, dict):
-        return written.get(torch_api.torch_version(), written.get("*", 0))
-    return written
+    return for_release(_written_breaks(case), torch_api.torch_version(), 0) or 0
 
 
 def _written_breaks(case: Any) -> int | dict[str, int]:
@@ -133,14 +125,14 @@ def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCom
                            kernels: KernelExpectation) -> list[str]:
     what = f"perturbation {index} ({perturbation.action}: {getattr(perturbation, perturbation.action)})"
     problems = []
-    observed = len(step.recompiles)
-    if perturbation.recompiles is not None and observed != perturbation.recompiles:
+    observed, declared = len(step.recompiles), perturbation.declared_recompiles(torch_api.torch_version())
+    if declared is not None and observed != declared:
         if observed == 0:
-            problems.append(f"{what} caused no recompile, expected {perturbation.recompiles}: either the compiled "
+            problems.append(f"{what} caused no recompile, expected {declared}: either the compiled "
                             "step has no guard on what changed (then it runs with the old value), or a graph compiled "
                             "earlier fits the new state (then declare `recompiles: 0`)")
         else:
-            problems.append(f"{what} caused {observed} recompiles, expected {perturbation.recompiles}:" + _reasons([step]))
+            problems.append(f"{what} caused {observed} recompiles, expected {declared}:" + _reasons([step]))
     if settle:
         problems.append(f"{what}: the step after it recompiled again:\n    - " + "\n    - ".join(torch_api.guard_failures(settle)))
     if kernels.count is not None and observed and step.kernels != kernels.count:
@@ -162,7 +154,7 @@ def _summary(run: CompiledRun) -> str:
              f"{len(run.steady)} steady steps, {steady} recompile(s)"]
     for outcome, kernels in zip(run.perturbations, run.case.expected["recompile"]):
         declared = "as declared" if kernels.count is not None else "no expectation"
-        observed = "" if outcome.perturbation.recompiles is not None else \
+        observed = "" if outcome.perturbation.declared_recompiles(torch_api.torch_version()) is not None else \
             " (observed, not declared: --optim-update-expected writes it)"
         parts.append(f"{outcome.perturbation.action}: {len(outcome.step.recompiles)} recompile(s){observed}, "
                      f"{outcome.step.kernels} kernels ({declared})")
@@ -179,8 +171,8 @@ def recompile_metrics(case: Any, runs: Any) -> dict[str, Any]:
     return {
         "recompiles": recompiles,
         "gate": {"recompiles": recompiles["warmup"] + recompiles["steady"] + sum(recompiles["perturbations"])},
-        "updates": [{"path": ["recompile", "perturbations", i, "recompiles"], "declared": declared.recompiles,
-                     "observed": observed}
+        "updates": [release_update(["recompile", "perturbations", i, "recompiles"], declared.recompiles, observed,
+                                   torch_api.torch_version(), None)
                     for i, (observed, declared) in enumerate(zip(recompiles["perturbations"], run_phases(case).perturbations))],
         "kernel_tables": [table_entry(k, case.device, observed=p.step.kernels)
                           for p, k in zip(run.perturbations, case.expected["recompile"]) if p.step.recompiles],
@@ -196,15 +188,7 @@ def graph_breaks_metrics(case: Any, runs: Any) -> dict[str, Any]:
 
 
 def _breaks_update(case: Any, observed: int) -> dict[str, Any]:
-    """Update mode's entry: the running release's own count, leaving the other releases' as written
-    (one count for all becomes a mapping with it under '*', once this release differs)."""
-    written, version = _written_breaks(case), torch_api.torch_version()
-    if isinstance(written, dict):
-        # a release that sees what '*' says needs no key of its own
-        own = observed if version in written or observed != written.get("*", 0) else None
-        return {"path": ["graph_breaks", version], "declared": written.get(version), "observed": own}
-    return {"path": ["graph_breaks"], "declared": written,
-            "observed": written if observed == written else {"*": written, version: observed}}
+    return release_update(["graph_breaks"], _written_breaks(case), observed, torch_api.torch_version(), 0)
 
 
 RECOMPILE = Check("recompile", check_recompile, "no recompile in steady steps; declared recompiles per perturbation",

@@ -281,7 +281,7 @@ class _Stepping:
         for perturbation in run_phases(self.case).perturbations:
             apply_perturbation(perturbation, self.optimizer, self.case.device)
             outcome = self.counted()
-            if perturbation.recompiles is None:  # undeclared: state recreated lazily may recompile once more
+            if perturbation.declared_recompiles(torch_api.torch_version()) is None:  # undeclared: state recreated lazily may recompile once more
                 more = [self.counted()]
                 while more[-1].recompiles and len(more) < SETTLE_STEPS - 1:
                     more.append(self.counted())
