@@ -55,6 +55,9 @@ def _relative(path: str) -> str:
 # two cases names two such files, grouped as one.
 _generated_path = re.compile(r"[^\s(]*torchinductor\S*?\.py:\d+")
 GENERATED = "<code inductor generated>"
+# A cause's numbers (how far apart, how many elements, at which index) are the case's, not the cause's:
+# one mechanism that differs by other amounts in each case is one root cause.
+_number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 @dataclass
@@ -80,10 +83,12 @@ class Results:
             verdict = r.get("verdict") or {}
             if verdict.get("kind") not in ("root_cause", "blocked") or "rung" not in verdict:
                 continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
-            key = (r.get("optimizer") or r["spec"], verdict["rung"], _generated_path.sub(GENERATED, verdict["cause"]),
+            cause = _generated_path.sub(GENERATED, verdict["cause"])
+            key = (r.get("optimizer") or r["spec"], verdict["rung"], _number.sub("#", cause),
                    _generated_path.sub(GENERATED, verdict.get("where", "")))
-            entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": key[2], "where": key[3],
-                                            "cases": set(), "red": 0, "xfailed": 0, "blocked": 0})
+            entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": cause, "where": key[3],
+                                            "cases": set(), "red": 0, "xfailed": 0, "blocked": 0, "numbers_differ": False})
+            entry["numbers_differ"] |= cause != entry["cause"]
             entry["cases"].add(r["case"])
             entry["red"] += verdict["kind"] == "root_cause"
             entry["blocked"] += verdict["kind"] == "blocked" and r["outcome"] == "skipped"  # not a declared xfail
@@ -211,7 +216,8 @@ def root_cause_lines(results: Results) -> list[str]:
     for e in results.root_causes():
         expected = f" ({e['xfailed']} of them xfailed)" if e["xfailed"] else ""
         lines.append(f"optimtest: {e['optimizer']}: 1 root cause, {e['red']} red{expected} in {len(e['cases'])} case(s), "
-                     f"blocks {e['blocked']} items: {e['rung']}: {e['cause']}" + (f" ({e['where']})" if e["where"] else ""))
+                     f"blocks {e['blocked']} items: {e['rung']}: {e['cause']}" + (f" ({e['where']})" if e["where"] else "")
+                     + (" (its numbers differ per case; the first case's shown)" if e["numbers_differ"] else ""))
     vacuous = sum((r.get("verdict") or {}).get("kind") == "vacuous" for r in results.records)
     if vacuous:
         lines.append(f"optimtest: {vacuous} vacuous item(s): their comparison proved nothing (skipped with the reason; "

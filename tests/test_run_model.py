@@ -269,6 +269,24 @@ def test_one_cause_seen_through_two_generated_files_is_one_root_cause():
                                          "in call (torch)) (<code inductor generated> in call (torch))"]
 
 
+def test_one_mechanism_that_differs_by_other_numbers_in_each_case_is_one_root_cause():
+    from pytest_optimtest.report import Results, root_cause_lines
+
+    def item(case, cause, rung="compiled_matches"):
+        return {"spec": "s.yaml", "case": case, "check": "parity", "optimizer": "torch.optim.Muon", "outcome": "xfailed",
+                "verdict": {"kind": "root_cause", "rung": rung, "cause": cause, "where": ""}}
+
+    differs = "the compiled step differs from eager after 6 steps ({} difference(s), first: param['0.weight']: {}/100 " \
+              "elements differ; max abs diff {} at index (0, 5) (eager 0.083276637, compiled {}))"
+    results = Results([item("a", differs.format(2, 98, "0.000528", "0.0838")),
+                       item("b", differs.format(1, 21, "1.3e-02", "-0.13")),
+                       item("c", "the compiled step raised KeyError: 'sum'", rung="compiled_steps")])
+    grouped, other = results.root_causes()
+    assert (grouped["red"], grouped["cases"], grouped["cause"]) == (2, ["a", "b"], differs.format(2, 98, "0.000528", "0.0838"))
+    assert other["cases"] == ["c"] and not other["numbers_differ"]
+    assert root_cause_lines(results)[0].endswith("(its numbers differ per case; the first case's shown)")
+
+
 def test_a_checks_diagnoses_are_its_own_not_those_of_the_checks_that_failed_before_it():
     from types import SimpleNamespace
 
