@@ -90,3 +90,27 @@ def scalar_scale(device: str = "cpu") -> torch.nn.Module:
             return self.linear(x) * self.scale
 
     return Scaled()
+
+
+class _RankScaledGrad(torch.autograd.Function):
+    """Identity forward; backward multiplies the gradient by the world size when ranks run: the
+    gradients torch 2.8's FSDP2 hands the optimizer on gloo, whose reduce-scatter sums them."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        ranks = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+        return grad * ranks
+
+
+def summed_grads(device: str = "cpu") -> torch.nn.Module:
+    """Two Linear(10, 10) layers whose grads on N ranks are N times the one-process grads."""
+
+    class Summed(torch.nn.Sequential):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return _RankScaledGrad.apply(super().forward(x))
+
+    return Summed(*[torch.nn.Linear(10, 10, device=device) for _ in range(2)])

@@ -4,6 +4,7 @@ docs/ is a valid spec, and the tutorial's commands run."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import shutil
@@ -147,6 +148,16 @@ def test_a_release_run_becomes_a_row_of_the_compatibility_table(tmp_path, monkey
     assert "| 2.15.0+cu130 | cpu | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` |" in hooks._releases()
     (tmp_path / "torch-2.11.0-cuda.json").write_text(json.dumps({**row, "device": "cuda", "note": "mended since"}))
     assert "| cuda | 2 | 0 | 1 | 1 | 1 / 1 | 0 | 2026-11-26 | `python tools/torch_release.py 2.15.0` | mended since |" in hooks._releases()
+
+
+def test_the_release_tool_passes_what_follows_double_dash_to_pytest():
+    release = _load(ROOT / "tools" / "torch_release.py")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("torch")
+    parser.add_argument("--suite", action="store_true")
+    args, pytest_args = release.parse(parser, ["2.15.0", "--suite", "--", "-p", "no:cacheprovider", "-k", "fsdp"])
+    assert (args.torch, args.suite, pytest_args) == ("2.15.0", True, ["-p", "no:cacheprovider", "-k", "fsdp"])
+    assert release.parse(parser, ["2.15.0"])[1] == []
 
 
 def test_update_mode_rechecks_what_it_wrote_and_the_row_shows_the_recheck(tmp_path, monkeypatch):

@@ -191,6 +191,19 @@ def test_a_crashed_or_hung_rank_fails_the_fsdp_item_and_leaves_no_process(tmp_pa
             os.kill(pid, 0)
 
 
+def test_gradients_fsdp2_summed_are_torchs_one_red_not_the_optimizers(tmp_path):
+    # torch 2.8's FSDP2 on gloo sums the ranks' gradients: before this rung, every optimizer's fsdp and
+    # checkpoint items were red with "whose doing: the optimizer's"
+    case = one_case(tmp_path, _fsdp("torch.optim.Adam", checks="[fsdp, checkpoint]") + "model: planted_production:summed_grads\n")
+    runs = RunCache()
+    message = failure("fsdp", case, runs)
+    assert "FSDP2 gave the optimizer other gradients on 2 gloo ranks than one process gives it, before the optimizer's " \
+           "first step (they are 2x the one-process grads, the world size: the ranks' gradients were summed" in message
+    assert "'s doing (FSDP2's gradient reduction)" in message and "grad['0.weight']" in message
+    with pytest.raises(NotApplicable, match="blocked by fsdp: FSDP2 gave the optimizer other gradients"):
+        run("checkpoint", case, runs)
+
+
 def test_a_model_fully_shard_refuses_is_not_the_optimizers_failure(tmp_path):
     case = one_case(tmp_path, _fsdp("torch.optim.SGD", checks="[fsdp]") + "model: planted_production:scalar_scale\n")
     with pytest.raises(NotApplicable, match="fully_shard refuses the spec's model planted_production:scalar_scale"):

@@ -4,6 +4,7 @@ compatibility table (docs/compatibility.md) is kept.
     python tools/torch_release.py 2.15.0                    # main job, report, the row of the table
     python tools/torch_release.py 2.15.0 --update-expected  # also record that release's kernel counts
     python tools/torch_release.py 2.15.0 --suite            # the test suite instead of the main job
+    python tools/torch_release.py 2.8.0 -- -k fsdp          # pytest arguments after --
 
 It makes (or reuses) a virtualenv under .releases/torch-<version>/ with that torch and this
 project, runs `pytest --optim-spec specs/` there with `--optim-report`, and writes the run's row,
@@ -33,14 +34,13 @@ ROWS = ROOT / "docs" / "releases"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="pytest arguments go after --")
     parser.add_argument("torch", help="the torch release, e.g. 2.15.0")
     parser.add_argument("--venv", type=Path, help="the virtualenv to make or reuse (default: .releases/torch-<version>)")
     parser.add_argument("--device", default="cpu", help="--optim-device for the run (default: cpu)")
     parser.add_argument("--update-expected", action="store_true", help="record the release's kernel counts into the specs")
     parser.add_argument("--suite", action="store_true", help="run the test suite (README's `pytest`) instead of the main job")
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
-    args = parser.parse_args(argv)
+    args, pytest_args = parse(parser, sys.argv[1:] if argv is None else argv)
 
     venv = args.venv or ROOT / ".releases" / f"torch-{args.torch}"
     python = venv / "bin" / "python"
@@ -58,14 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     command = ["pytest"] if args.suite else ["pytest", "--optim-spec", "specs/", "--optim-device", args.device,
                                              "--optim-report", str(report)]
     command += ["--optim-update-expected"] if args.update_expected and not args.suite else []
-    command += args.pytest_args
+    command += pytest_args
     print("running:", " ".join(command), flush=True)
     started = datetime.datetime.now(datetime.timezone.utc)
     code = subprocess.run([str(python), "-m", *command], cwd=ROOT).returncode
     if not args.suite and report.exists():
         result = json.loads(report.read_text())
         if args.update_expected:
-            result, code = recheck(python, result, code, [*command[:command.index("--optim-report")], *args.pytest_args], venv)
+            result, code = recheck(python, result, code, [*command[:command.index("--optim-report")], *pytest_args], venv)
         row = release_row(result, args.torch, args.device, started, code,
                           f"python tools/torch_release.py {args.torch}" + (" --update-expected" if args.update_expected else ""))
         ROWS.mkdir(parents=True, exist_ok=True)
@@ -73,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(row, indent=2) + "\n")
         print(f"wrote {path.relative_to(ROOT)}: {row['outcomes']}")
     return code
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The tool's arguments, and the pytest arguments after `--` (argparse alone rejects `-- -k x`
+    after a positional: its optional positional has already matched nothing)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return parser.parse_args(argv[:cut]), argv[cut + 1:]
 
 
 RECHECKED = "kernel_count or recompile or hook_order"  # the items whose expectations update mode writes

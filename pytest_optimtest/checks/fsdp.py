@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ..harness.compare import listed, snapshot_differences
+from ..harness import torch_api
+from ..harness.compare import listed, median_ratio, snapshot_differences, value_differences
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.vacuity import Blocked, Vacuous, require_moved
@@ -65,6 +66,23 @@ def _raised(case: Any, what: str, trained: Trained) -> None:
                              f"does not): {trained.error}")
 
 
+def _other_grads(case: Any, run: FsdpRun) -> str | None:
+    """Why the sharded optimizer was given other gradients than the one-process optimizer, before its
+    first step, or None. FSDP2 averages the ranks' gradients and every rank trains on the whole batch,
+    so they must be equal: where they are not, no difference after it is the optimizer's."""
+    ws, labels = run.world_size, ("one process", f"sharded on {run.world_size} ranks")
+    differences = value_differences("grad", run.reference.first_grads, run.eager.first_grads, _tolerance(case), labels)
+    if not differences:
+        return None
+    ratio = median_ratio(run.reference.first_grads, run.eager.first_grads)
+    how = (f" (they are {ratio:.3g}x the one-process grads, the world size: the ranks' gradients were summed, not averaged)"
+           if ratio is not None and abs(ratio - ws) <= 1e-3 * ws else
+           f" (median ratio to the one-process grads {ratio:.3g})" if ratio is not None else "")
+    return (f"FSDP2 gave the optimizer other gradients on {ws} {rank_backend(case)} ranks than one process gives it, before "
+            f"the optimizer's first step{how}: torch {torch_api.torch_version()}'s doing (FSDP2's gradient reduction), or the spec's "
+            f"model's where it computes differently on ranks; not the optimizer's, so its comparison is not made:" + listed(differences))
+
+
 def _differences(label: str, reference: Trained, other: Trained, tol: Tolerance,
                  reference_label: str = "one process") -> list[str]:
     return snapshot_differences(reference, other, tol, (reference_label, label))
@@ -76,6 +94,9 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
     if run.compiled is not None:
         _raised(case, "the compiled step over FSDP2-sharded (DTensor) params", run.compiled)
+    other_grads = _other_grads(case, run)
+    if other_grads:
+        raise AssertionError(f"{case.id}: {other_grads}")
     moved = require_moved(case.id, run.initial, run.reference.params, tol, case.min_movement,
                           f"over {steps} one-process train steps", f"; raise lr or distributed.iterations in {case.location}")
     eager = _differences(f"sharded on {ws} ranks", run.reference, run.eager, tol)
@@ -115,6 +136,11 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         raise Blocked(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
                             f"{run.eager.error.splitlines()[0]}")
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
+    other_grads = _other_grads(case, run)
+    if other_grads and "fsdp" in case.checks:
+        raise Blocked(f"blocked by fsdp: {other_grads.splitlines()[0]}")
+    if other_grads:
+        raise AssertionError(f"{case.id}: the run saved on ranks cannot be compared: {other_grads}")
     tol, steps, ws = _tolerance(case), case.distributed.iterations, run.world_size
     if run.eager.save_error:
         raise AssertionError(f"{case.id}: saving the optimizer's state with torch.distributed.checkpoint "

@@ -147,6 +147,18 @@ def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance, labels: tupl
     )
 
 
+def median_ratio(reference: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> float | None:
+    """The median over the elements of the tensors both hold of other / reference (where reference is not
+    ~0): how two runs' values relate when one is a multiple of the other (gradients summed, not averaged)."""
+    pairs = [(reference[n].double().flatten(), other[n].double().flatten()) for n in reference
+             if n in other and reference[n].shape == other[n].shape]
+    if not pairs:
+        return None
+    w, s = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    kept = w.abs() > 1e-6 * w.abs().max()
+    return float((s[kept] / w[kept]).median()) if kept.any() else None
+
+
 def listed(problems: list[str], limit: int = 8) -> str:
     """Problems one a line, at most `limit` of them."""
     shown = problems[:limit] + ([f"... and {len(problems) - limit} more"] if len(problems) > limit else [])

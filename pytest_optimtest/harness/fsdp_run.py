@@ -4,7 +4,8 @@ with torch.distributed.checkpoint (DCP) and resumed at another world size.
 
 Every rank trains on the whole global batch. FSDP2 averages the ranks' gradients, and the
 average of equal gradients is the one-process gradient, so what differs is the optimizer on
-shards against the optimizer on whole params, not the data parallelism.
+shards against the optimizer on whole params, not the data parallelism. The first step's grads
+are kept, whole, to show that (torch 2.8's FSDP2 on gloo sums them instead).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Trained:
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     groups: list[dict[str, Any]] = field(default_factory=list)  # param groups, less their params
     scheduler: dict[str, Any] | None = None  # the LR scheduler's state_dict
+    first_grads: dict[str, torch.Tensor] = field(default_factory=dict)  # the grads the first step was given, whole
     recompiles: list[str] = field(default_factory=list)  # compiled: dynamo's message for each recompile
     graphs: int = 0
     error: str | None = None  # what raised, where, and whose doing it is
@@ -136,8 +138,8 @@ def train_whole(case: Case, batches: list[torch.Tensor]) -> Trained:
     model = build_model(case)
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
-    _train(case, model, optimizer, optimizer.step, scheduler, batches)
-    return _trained(model, optimizer, scheduler)
+    first_grads = _train(case, model, optimizer, optimizer.step, scheduler, batches)
+    return replace(_trained(model, optimizer, scheduler), first_grads=first_grads)
 
 
 def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
@@ -168,8 +170,8 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
     step = compile_step(optimizer, backend=rank_ordered_inductor(rank, payload.run_key)) if payload.compiled else optimizer.step
     iterations = case.distributed.iterations
-    _train(case, model, optimizer, step, scheduler, payload.batches[:iterations])
-    trained = _trained(model, optimizer, scheduler)
+    first_grads = _train(case, model, optimizer, step, scheduler, payload.batches[:iterations])
+    trained = replace(_trained(model, optimizer, scheduler), first_grads=first_grads)
     if payload.checkpoint:
         try:
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
@@ -211,17 +213,22 @@ def _sharded(model: torch.nn.Module, mesh: Any) -> torch.nn.Module:
 
 
 def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: Callable[[], Any],
-           scheduler: Any, batches: list[torch.Tensor], first: int = 0) -> None:
-    """Train steps on `batches`, the first being train step number `first` (it seeds the step)."""
+           scheduler: Any, batches: list[torch.Tensor], first: int = 0) -> dict[str, torch.Tensor]:
+    """Train steps on `batches`, the first being train step number `first` (it seeds the step); the
+    grads train step 0 gave the optimizer, whole (gathered on every rank), when it is among them."""
     loss_fn = loss_for(case.data)
+    first_grads: dict[str, torch.Tensor] = {}
     for index, batch in enumerate(batches, start=first):
         loss_fn(model(batch.to(case.device))).backward()
+        if index == 0:  # before any step: what they hold is the model's and FSDP2's doing, not the optimizer's
+            first_grads = _portable({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
         seed_all(case.seed + 1 + index)
         with torch.no_grad():  # compile_step's raw step leaves grad mode to its caller
             step()
         optimizer.zero_grad()
         if scheduler is not None:
             step_scheduler(scheduler)
+    return first_grads
 
 
 def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> Trained:

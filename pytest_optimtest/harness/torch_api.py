@@ -359,10 +359,16 @@ def device_mesh(device_type: str, world_size: int) -> Any:
 
 
 def fully_shard(module: torch.nn.Module, mesh: Any) -> None:
-    """FSDP2: shard the module's own params over the mesh (they become DTensors)."""
+    """FSDP2: shard the module's own params over the mesh (they become DTensors). On gloo, the ranks'
+    gradients are reduced as a sum, then divided by the world size: torch 2.8's FSDP2 asks gloo's
+    reduce-scatter for ReduceOp.AVG, which gloo carries out as a sum (the optimizer was given
+    world-size times the gradients); the average is the same, NCCL's path is left as it is."""
     from torch.distributed.fsdp import fully_shard as shard
 
     shard(module, mesh=mesh)
+    force_sum = getattr(module, "set_force_sum_reduction_for_comms", None)  # torch 2.8 and later
+    if force_sum is not None and torch.distributed.get_backend() == "gloo":
+        force_sum(True)
 
 
 def map_local(tensor: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
