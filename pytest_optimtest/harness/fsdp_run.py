@@ -5,7 +5,7 @@ with torch.distributed.checkpoint (DCP) and resumed at another world size.
 Every rank trains on the whole global batch. FSDP2 averages the ranks' gradients, and the
 average of equal gradients is the one-process gradient, so what differs is the optimizer on
 shards against the optimizer on whole params, not the data parallelism. The first step's grads
-are kept, whole, to show that (torch 2.8's FSDP2 on gloo sums them instead).
+are kept, whole, to show that (torch 2.7's and 2.8's FSDP2 on gloo summed them instead).
 """
 
 from __future__ import annotations

@@ -360,15 +360,20 @@ def device_mesh(device_type: str, world_size: int) -> Any:
 
 def fully_shard(module: torch.nn.Module, mesh: Any) -> None:
     """FSDP2: shard the module's own params over the mesh (they become DTensors). On gloo, the ranks'
-    gradients are reduced as a sum, then divided by the world size: torch 2.8's FSDP2 asks gloo's
-    reduce-scatter for ReduceOp.AVG, which gloo carries out as a sum (the optimizer was given
-    world-size times the gradients); the average is the same, NCCL's path is left as it is."""
+    gradients are reduced as a sum, then divided by the world size: torch 2.7's and 2.8's FSDP2 ask
+    gloo's reduce-scatter for ReduceOp.AVG, which gloo carries out as a sum (the optimizer was given
+    world-size times the gradients). The average is the same; NCCL's path is left as FSDP2 chooses it."""
+    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
     from torch.distributed.fsdp import fully_shard as shard
 
-    shard(module, mesh=mesh)
-    force_sum = getattr(module, "set_force_sum_reduction_for_comms", None)  # torch 2.8 and later
-    if force_sum is not None and torch.distributed.get_backend() == "gloo":
-        force_sum(True)
+    gloo = torch.distributed.get_backend() == "gloo"
+    force_sum = hasattr(FSDPModule, "set_force_sum_reduction_for_comms")  # torch 2.8 and later
+    # before 2.8, a reduce dtype other than float32 and bfloat16 is what makes FSDP2 sum and divide;
+    # the ranks' grads are equal here, so their average in float64 casts back to them exactly
+    policy = MixedPrecisionPolicy(reduce_dtype=torch.float64 if gloo and not force_sum else None)
+    shard(module, mesh=mesh, mp_policy=policy)
+    if force_sum and gloo:
+        module.set_force_sum_reduction_for_comms(True)  # type: ignore[operator]
 
 
 def map_local(tensor: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
