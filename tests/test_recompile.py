@@ -13,6 +13,7 @@ from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
 from pytest_optimtest.harness.vacuity import Vacuous
+from pytest_optimtest.spec.releases import for_release, release_update
 
 
 def run(check, case):
@@ -163,19 +164,32 @@ def test_perturbation_recompiles_keyed_by_release_and_update_mode_writes_only_th
     perturbation = "recompile:\n  perturbations:\n    - {{set_lr: 0.02, recompiles: {}}}\n"
     keyed = one_case(tmp_path, spec(extra=perturbation.format(f'{{"{version}": 1, "*": 0}}')))
     assert "set_lr: 1 recompile(s)" in run("recompile", keyed)
-    other = one_case(tmp_path, spec(extra=perturbation.format('{"2.99": 1, "*": 0}')))
-    assert "caused 1 recompiles, expected 0" in failure("recompile", other)
     with pytest.raises(Exception, match="recompiles is keyed by torch releases like '2.13'"):
         one_case(tmp_path, spec(extra=perturbation.format('{"2.x": 1}')))
-    # update mode: one count becomes a mapping with this release apart; a keyed one gets this release's key
+    # another release's count does not hold here; update mode adds this release's, leaving the others
     path = tmp_path / "recompiles.yaml"
-    for written, after in (("0", {"*": 0, version: 1}), ('{"2.99": 3}', {"2.99": 3, version: 1}), ("1", 1)):
-        path.write_text(spec(extra=perturbation.format(written)))
-        case = one_case(tmp_path, path.read_text())
-        metrics = CHECKS["recompile"].metrics(case, _ran(case))
-        planned = update.plan([{"spec": str(path), "case": case.id, "check": "recompile", "metrics": metrics}])
-        update.apply(planned.changes)
-        assert YAML(typ="safe").load(path.read_text())["recompile"]["perturbations"][0]["recompiles"] == after
+    path.write_text(spec(extra=perturbation.format('{"2.99": 1, "*": 0}')))
+    other, runs = one_case(tmp_path, path.read_text()), RunCache()
+    with pytest.raises(AssertionError, match="caused 1 recompiles, expected 0"):
+        CHECKS["recompile"].run(other, runs)
+    metrics = CHECKS["recompile"].metrics(other, runs)
+    update.apply(update.plan([{"spec": str(path), "case": other.id, "check": "recompile", "metrics": metrics}]).changes)
+    written = YAML(typ="safe").load(path.read_text())["recompile"]["perturbations"][0]["recompiles"]
+    assert written == {"2.99": 1, "*": 0, version: 1}
+
+
+def test_a_release_keyed_count_resolves_and_updates_for_the_running_release_only():
+    assert (for_release({"2.11": 2, "*": 0}, "2.11", 5), for_release({"2.11": 2, "*": 0}, "2.13", 5)) == (2, 0)
+    assert (for_release({"2.11": 2}, "2.13", None), for_release(3, "2.13", None)) == (None, 3)
+    path = ["graph_breaks"]
+    # one count for every release: kept while this release agrees, else a mapping with the old count as '*'
+    assert release_update(path, 0, 0, "2.13", 0) == {"path": path, "declared": 0, "observed": 0}
+    assert release_update(path, 0, 2, "2.13", 0)["observed"] == {"*": 0, "2.13": 2}
+    # nothing declared yet (an observed-only perturbation): the first count is every release's
+    assert release_update(path, None, 1, "2.13", None)["observed"] == 1
+    # keyed: this release's own key, and none where '*' already says what it saw
+    assert release_update(path, {"2.11": 2}, 1, "2.13", 0) == {"path": [*path, "2.13"], "declared": None, "observed": 1}
+    assert release_update(path, {"2.11": 2, "*": 1}, 1, "2.13", 0)["observed"] is None
 
 
 def _ran(case):
