@@ -112,10 +112,12 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
 
-REQUIRED_GUESSES = (0.9, 0.1, 1.0)  # tried in turn for a hyperparameter the constructor requires (QHM's momentum, nu)
+# Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
+# TAdam's `iters` (a count, > 1) the integers.
+REQUIRED_GUESSES = (0.9, 0.1, 1.0, 10, 1000)
 
 
-def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float], list[str]]:
+def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], list[str]]:
     """({name: value}, notes) for the hyperparameters the constructor requires beyond params and lr
     (torch.optim's `required` sentinel, or a keyword-only argument without a default): the first of
     REQUIRED_GUESSES with which it constructs and steps, said in a note to replace with the user's value."""
@@ -172,7 +174,8 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     params or the model), and a model without 1-D params when one step over the default model raises
     and over that one does not (Muon-style optimizers). What init cannot find out is left to fill in."""
     required = [n for n, p in inspect.signature(cls).parameters.items()
-                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
+                and n not in kwargs]  # a required lr is given
     if len(required) == 2:  # params split across two arguments: Muon hybrids take matrices first
         split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
         try:
@@ -181,9 +184,10 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
                                        "argument wants which)",
                                        f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}"]
         except Exception as exc:  # noqa: BLE001  # then say what to fill in
-            return "list", two_linear, [f"# the constructor takes params as {required[0]!r} and {required[1]!r} and "
-                                        f"refused matrices and the rest so ({_first_line(exc)}): fill in `params` groups "
-                                        "with `argument` (docs/specs.md)"]
+            return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
+                                        f"matrices to one and the rest to the other ({_first_line(exc)}): fill in `params` "
+                                        f"groups with `argument` where both take params, else give {required[1]!r} under "
+                                        "kwargs (an object: {import: \"pkg.mod:attr\"}) (docs/specs.md)"]
     problems = {}
     for form in ("list", "named", "model"):
         try:

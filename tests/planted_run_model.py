@@ -226,3 +226,33 @@ class ClosureFlagSGD(PlainSGD):
         if self.needs_closure and closure is None:
             raise ValueError("needs_closure=True requires a closure to be passed to step()")
         return super().step(closure)
+
+
+class CountedSGD(PlainSGD):
+    """TAdam's constructor shape: a count that defaults to torch.optim's `required` and must exceed 1."""
+
+    def __init__(self, params, iters=required, lr=1e-3):
+        if not 1.0 < iters:
+            raise ValueError(f"Invalid iters: {iters}")
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "iters": iters})
+
+
+class UnitBase:
+    """POGO's base-optimizer shape: an object (no params) the optimizer asks for each update."""
+
+    def update(self, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+class BaseDelegatingSGD(PlainSGD):
+    """POGO's constructor shape: a second required positional argument that takes no params."""
+
+    def __init__(self, params, base, lr):
+        self.base = base.update  # a list of params has no such method
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(self.base(p.grad), alpha=-group["lr"])

@@ -142,7 +142,7 @@ def test_graph_breaks_keyed_by_release_and_update_mode_writes_only_the_running_o
     assert run("graph_breaks", keyed) == "1 graph breaks"
     other = one_case(tmp_path, spec("planted:ItemClipSGD", extra='graph_breaks: {"2.99": 1, "*": 0}'))
     assert "1 graph breaks compiling the step, the spec declares 0" in failure("graph_breaks", other)
-    with pytest.raises(Exception, match="graph_breaks is keyed by torch releases like '2.13'"):
+    with pytest.raises(Exception, match=r"\[graph_breaks\] counts are keyed by torch releases like '2.13'"):
         one_case(tmp_path, spec(extra='graph_breaks: {"2.x": 1}'))
     # update mode: a spec's one count becomes a mapping with this release apart; a keyed one gets this release's key
     for written, after in (("graph_breaks: 0", {"*": 0, version: 1}), ('graph_breaks: {"2.99": 3}', {"2.99": 3, version: 1})):
@@ -164,7 +164,7 @@ def test_perturbation_recompiles_keyed_by_release_and_update_mode_writes_only_th
     perturbation = "recompile:\n  perturbations:\n    - {{set_lr: 0.02, recompiles: {}}}\n"
     keyed = one_case(tmp_path, spec(extra=perturbation.format(f'{{"{version}": 1, "*": 0}}')))
     assert "set_lr: 1 recompile(s)" in run("recompile", keyed)
-    with pytest.raises(Exception, match="recompiles is keyed by torch releases like '2.13'"):
+    with pytest.raises(Exception, match=r"\[recompile.perturbations\[0\].recompiles\] counts are keyed by torch releases like '2.13'"):
         one_case(tmp_path, spec(extra=perturbation.format('{"2.x": 1}')))
     # another release's count does not hold here; update mode adds this release's, leaving the others
     path = tmp_path / "recompiles.yaml"

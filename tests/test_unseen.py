@@ -242,6 +242,29 @@ def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
     assert "# one step over the default model raises (KeyError: 'use_muon'): fill in `params` groups" in text
 
 
+def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for_each_run(tmp_path):
+    """POGO's shape (params, base_optimizer, lr): init and the loader say to give the second argument
+    under kwargs, not only to split the params; `{call: ...}` makes the object anew for every run."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import starter_spec
+    from pytest_optimtest.spec import SpecError
+    from pytest_optimtest.spec.values import build_kwargs
+
+    _, text = starter_spec("planted_run_model:BaseDelegatingSGD")
+    assert "else give 'base' under kwargs (an object: {import: \"pkg.mod:attr\"})" in text, text
+    with pytest.raises(SpecError, match=r"\[optimizer\] .* or, where 'base' takes no params, give it under kwargs"):
+        cases_from(tmp_path, "optimizer: planted_run_model:BaseDelegatingSGD\nkwargs: {lr: 0.1}\n")
+    given = 'optimizer: planted_run_model:BaseDelegatingSGD\nkwargs: {lr: 0.1, base: {call: "planted_run_model:UnitBase"}}\n'
+    (case,) = cases_from(tmp_path, given)
+    first, second = (build_kwargs(case.kwargs, "cpu")["base"] for _ in range(2))
+    assert type(first).__name__ == "UnitBase" and first is not second
+    for target, message in (("planted_run_model:UnitBse", r"has no attribute 'UnitBse'.*did you mean 'UnitBase'"),
+                            ("math:pi", r"\[kwargs.base\] \{call: 'math:pi'\} names a float, which cannot be called")):
+        with pytest.raises(SpecError, match=message):
+            cases_from(tmp_path, given.replace("planted_run_model:UnitBase", target))
+
+
 def test_whose_file_a_frame_is_by_folder_not_by_name_prefix(tmp_path):
     """torch_optimizer/ is an optimizer package, not torch; a package installed under the
     standard library's folder (site-packages, dist-packages) is not the standard library."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, RootModel, field_validator
+from pydantic import RootModel
 
 from ..harness import torch_api
 from ..harness.compiled_run import CompiledRun
@@ -14,25 +14,16 @@ from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_p
 from ..spec.context import CaseContext, SpecContext
 from ..spec.errors import did_you_mean
 from ..spec.kernel_table import KernelExpectation, table_entry
-from ..spec.releases import check_release_keys, for_release, release_update
-from ..spec.schema import MAX_COMPILES
+from ..spec.releases import ReleaseCounts, for_release, release_update
 from ..harness.ladder import COMPILED
 from .base import Check, Verdict
 
 
-Breaks = Annotated[int, Field(ge=0, le=MAX_COMPILES)]
-
-
-class GraphBreaks(RootModel[Breaks | dict[str, Breaks]]):
+class GraphBreaks(RootModel[ReleaseCounts]):
     """Distinct graph-break reasons a compile without fullgraph must show: one count, or counts keyed
     by torch release ('2.11') with '*' for the others, where releases differ."""
 
-    root: Breaks | dict[str, Breaks] = 0
-
-    @field_validator("root", mode="before")
-    @classmethod
-    def _releases(cls, value: Any) -> Any:
-        return check_release_keys(value, "graph_breaks")
+    root: ReleaseCounts = 0
 
 
 def validate_recompile(section: RecompileSpec, spec: SpecContext) -> None:

@@ -4,21 +4,18 @@ judges it; the compiled run (and so parity) takes its warm-up and steady steps f
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
 from ..spec.kernel_table import KernelTable, kernel_table_shorthand
-from ..spec.releases import check_release_keys, for_release
+from ..spec.releases import ReleaseCounts, for_release
 from ..spec.schema import MAX_COMPILES, MAX_STEPS, StrictModel
 
 SECTION_KEY = "recompile"
 
 
 PERTURBATIONS = ("set_lr", "replace_state", "clear_state", "add_param_group", "set_group")
-
-Recompiles = Annotated[int, Field(ge=0, le=MAX_COMPILES)]
-
 
 class Perturbation(StrictModel):
     """One change made to the optimizer between compiled steps, and the recompiles it must cause.
@@ -35,7 +32,7 @@ class Perturbation(StrictModel):
     clear_state: bool = Field(False, description="the optimizer's state is emptied")
     add_param_group: dict[str, Any] | None = Field(None, description="kwargs of a new group holding one new param")
     set_group: dict[str, Any] | None = Field(None, description="hyperparameters written into every group, e.g. {maximize: true}")
-    recompiles: Recompiles | dict[str, Recompiles] | None = Field(
+    recompiles: ReleaseCounts | None = Field(
         1, description="recompiles the next compiled step must make, or counts keyed by torch release ('2.11') with '*' "
         "for the others; null: observe and report only (the implicit default perturbation)")
     kernel_counts: KernelTable = Field({}, description="kernels that recompile generates, keyed as kernel_counts")
@@ -54,11 +51,6 @@ class Perturbation(StrictModel):
     def declared_recompiles(self, version: str) -> int | None:
         """The recompiles declared for that torch release (None: observe and report only)."""
         return for_release(self.recompiles, version, None)
-
-    @field_validator("recompiles", mode="before")
-    @classmethod
-    def _releases(cls, value: Any) -> Any:
-        return check_release_keys(value, "recompiles")
 
     @field_validator("kernel_counts", mode="before")
     @classmethod

@@ -3,17 +3,25 @@ mapping such as {"2.11": 2, "*": 0} ('*' for the releases without an entry of th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from .schema import check_torch_version
+from pydantic import BeforeValidator, Field
 
-def check_release_keys(value: Any, what: str) -> Any:
-    """A pydantic before-validator's body: a mapping's keys are quoted releases or '*'."""
+from .schema import MAX_COMPILES, check_torch_version
+
+
+def check_release_keys(value: Any) -> Any:
+    """A mapping's keys are quoted releases or '*'."""
     if isinstance(value, dict):
         for version in value:
             if version != "*":
-                check_torch_version(version, f"{what} is keyed by torch releases")
+                check_torch_version(version, "counts are keyed by torch releases")
     return value
+
+
+CompileCount = Annotated[int, Field(ge=0, le=MAX_COMPILES)]
+ReleaseCounts = Annotated[CompileCount | dict[str, CompileCount], BeforeValidator(check_release_keys)]
+"""A spec's count of compiles or graph breaks: one for every release, or keyed by release."""
 
 
 def for_release(written: int | dict[str, int] | None, version: str, default: int | None) -> int | None:

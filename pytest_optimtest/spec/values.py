@@ -1,7 +1,9 @@
-"""Kwarg values in specs: plain YAML, plus three tagged forms.
+"""Kwarg values in specs: plain YAML, plus four tagged forms.
 
 - ``{tensor: 0.01}`` or ``{tensor: [0.9, 0.99]}``: a float32 tensor, made on the case's device
 - ``{import: "mypkg.mod:attr"}``: a Python object by import path
+- ``{call: "mypkg.mod:attr"}``: what calling that object with no arguments returns, made anew for
+  every run (an instance such as POGO's `base_optimizer=pogo.base.SGD()`)
 - ``{constant: 10}``: a function returning 10 for any argument (LambdaLR's ``lr_lambda``)
 
 YAML lists become tuples, as PyTorch's optimizers expect (``betas``, ``etas``).
@@ -14,7 +16,7 @@ import functools
 import importlib
 from typing import Any
 
-FORMS = ("tensor", "import", "constant")
+FORMS = ("tensor", "import", "call", "constant")
 
 
 class Constant:
@@ -37,15 +39,18 @@ def value_problem(raw: Any) -> str | None:
     if not isinstance(raw, dict):
         return None
     if len(raw) != 1 or next(iter(raw)) not in FORMS:
-        return f"a mapping value must be one of {{tensor: ...}}, {{import: ...}}, {{constant: ...}}; got keys {sorted(raw)}"
+        return ("a mapping value must be one of {tensor: ...}, {import: ...}, {call: ...}, {constant: ...}; "
+                f"got keys {sorted(raw)}")
     form, arg = next(iter(raw.items()))
     if form == "tensor" and not _is_numeric(arg):
         return f"{{tensor: ...}} takes a number or a (nested) list of numbers, got {arg!r}"
-    if form == "import":
+    if form in ("import", "call"):
         try:
-            resolve(arg)
+            found = resolve(arg)
         except ImportError as exc:
             return str(exc)
+        if form == "call" and not callable(found):
+            return f"{{call: {arg!r}}} names a {type(found).__name__}, which cannot be called"
     return None
 
 
@@ -67,6 +72,8 @@ def build_value(raw: Any, device: str) -> Any:
             return torch.tensor(arg, dtype=torch.float32, device=device)
         if form == "import":
             return resolve(arg)
+        if form == "call":
+            return resolve(arg)()
         return Constant(arg)
     return raw
 
