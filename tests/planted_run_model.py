@@ -256,3 +256,13 @@ class BaseDelegatingSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(self.base(p.grad), alpha=-group["lr"])
+
+
+class ListOfListsSGD(PlainSGD):
+    """AdamSLS's constructor shape: params as a list of lists, which no spec params form gives."""
+
+    def __init__(self, params, lr=0.1):
+        flat: list = []
+        for group in params:
+            flat = flat + group  # a Parameter is not a list: TypeError
+        torch.optim.Optimizer.__init__(self, flat, {"lr": lr})

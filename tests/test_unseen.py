@@ -265,6 +265,22 @@ def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for
             cases_from(tmp_path, given.replace("planted_run_model:UnitBase", target))
 
 
+def test_a_constructor_that_refuses_every_params_form_is_named_as_such_not_blamed_on_the_kwargs(tmp_path, capsys):
+    """AdamSLS's shape (a list of lists of params): the spec's params are at fault, not its kwargs."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+    from pytest_optimtest.spec import SpecError
+
+    refused = (r"\[optimizer\] ListOfListsSGD refuses a plain list of params and every other params form \(TypeError: "
+               r"can only concatenate list \(not \"Parameter\"\) to list\), with these kwargs or none: give it `params`")
+    with pytest.raises(SpecError, match=refused):
+        cases_from(tmp_path, "optimizer: planted_run_model:ListOfListsSGD\nkwargs: {lr: 0.1}\n")
+    assert write_starter_spec("planted_run_model:ListOfListsSGD", tmp_path / "init.yaml") == 1
+    assert "does not validate yet" in capsys.readouterr().err
+    assert "fill in `params`" in (tmp_path / "init.yaml").read_text()
+
+
 def test_whose_file_a_frame_is_by_folder_not_by_name_prefix(tmp_path):
     """torch_optimizer/ is an optimizer package, not torch; a package installed under the
     standard library's folder (site-packages, dist-packages) is not the standard library."""

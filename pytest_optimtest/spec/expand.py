@@ -412,25 +412,29 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
     # torch and the param forms load only here, where a constructor runs: loading a spec stays light.
     from ..harness.param_forms import construct
 
-    def attempt(form: Any) -> str | None:
+    def attempt(form: Any, given: dict[str, Any] = kwargs) -> str | None:
         # one 2x2 matrix for the forms that take loose params: what every optimizer steps, Muon's 2-D-only included
         model: Any = [("weight", torch.nn.Parameter(torch.zeros(2, 2)))] if form in ("list", "named") else _model_or_none(model_path)
         if model is None:  # the spec's model cannot be built here: the run will say why
             return None
         try:
-            construct(cls, form, model, build_kwargs(kwargs, "cpu"), "cpu")
+            construct(cls, form, model, build_kwargs(given, "cpu"), "cpu")
         except Exception as exc:  # any constructor error is the spec's fault, reported as such
             return f"{type(exc).__name__}: {exc}"
         return None
 
     problem = attempt(form)
-    if problem:
-        words = {"list": "a plain list of params", "named": "named params", "model": "the model itself"}
-        for other in [f for f in words if f != form]:
-            if attempt(other) is None:
-                given = words.get(form, "these param groups") if isinstance(form, str) else "these param groups"
-                return (f"{PARAMS_FORM}{cls.__name__} refuses {given} ({problem}) and takes {words[other]}: "
-                        f"{'remove `params`' if other == 'list' else f'set `params: {other}`'} in the spec")
+    if not problem:
+        return None
+    words = {"list": "a plain list of params", "named": "named params", "model": "the model itself"}
+    given = words.get(form, "these param groups") if isinstance(form, str) else "these param groups"
+    for other in [f for f in words if f != form]:
+        if attempt(other) is None:
+            return (f"{PARAMS_FORM}{cls.__name__} refuses {given} ({problem}) and takes {words[other]}: "
+                    f"{'remove `params`' if other == 'list' else f'set `params: {other}`'} in the spec")
+    if not kwargs or attempt(form, {}) == problem:  # the same error without the kwargs: not theirs
+        return (f"{PARAMS_FORM}{cls.__name__} refuses {given} and every other params form ({problem}), with these kwargs or "
+                "none: give it `params` groups it takes (selected by names, ndim, min_ndim; docs/specs.md)")
     return problem
 
 
