@@ -187,7 +187,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
             return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
                                         f"matrices to one and the rest to the other ({_first_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
-                                        "kwargs (an object: {import: \"pkg.mod:attr\"}) (docs/specs.md)"]
+                                        "kwargs (an object: {import: \"pkg.mod:attr\"}; an instance: {call: \"pkg.mod:factory\"}; docs/specs.md)"]
     problems = {}
     for form in ("list", "named", "model"):
         try:

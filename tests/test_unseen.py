@@ -252,7 +252,7 @@ def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for
     from pytest_optimtest.spec.values import build_kwargs
 
     _, text = starter_spec("planted_run_model:BaseDelegatingSGD")
-    assert "else give 'base' under kwargs (an object: {import: \"pkg.mod:attr\"})" in text, text
+    assert "else give 'base' under kwargs (an object: {import: \"pkg.mod:attr\"}; an instance: {call: " in text, text
     with pytest.raises(SpecError, match=r"\[optimizer\] .* or, where 'base' takes no params, give it under kwargs"):
         cases_from(tmp_path, "optimizer: planted_run_model:BaseDelegatingSGD\nkwargs: {lr: 0.1}\n")
     given = 'optimizer: planted_run_model:BaseDelegatingSGD\nkwargs: {lr: 0.1, base: {call: "planted_run_model:UnitBase"}}\n'

@@ -388,7 +388,7 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                                             f"argument: {positional[0]}}}, {{argument: {positional[1]}}}]` (the "
                                             "groups' selectors: names, ndim, min_ndim); or, where "
                                             f"{positional[-1]!r} takes no params, give it under kwargs (an object: "
-                                            '{import: "pkg.mod:attr"})')
+                                            '{import: "pkg.mod:attr"}; an instance: {call: "pkg.mod:factory"})')
     memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:
         _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)
