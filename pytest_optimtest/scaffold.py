@@ -98,7 +98,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     lines += [
         *low_precision_lines,
         *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if has_lr else []),
-        "closure: [false, true]",
+        _closure_line(probe, form, factory, base, dtype),
         *(["fallback_random: true  # its step draws from torch's RNG: compiled with inductor's fallback_random, the draws "
            "match eager's (per-param regimes, in-backward, ZeRO, FSDP, still draw in another order)"] if draws else []),
         "devices: [cpu, cuda]",
@@ -325,14 +325,32 @@ def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
              dtype: torch.dtype = torch.float32) -> tuple[float, str | None]:
     """(largest param movement in the dtype's default tolerances, what the steps raised) of `steps`
     eager steps of a fresh model's optimizer on one seeded batch's grads."""
+    moved, problem = _stepped_with(cls, form, kwargs, factory, steps, dtype, closure=False)
+    if problem is None:
+        return moved, None
+    with_closure = _stepped_with(cls, form, kwargs, factory, steps, dtype, closure=True)  # a step that needs one
+    return with_closure if with_closure[1] is None else (moved, problem)
+
+
+def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, dtype: torch.dtype,
+                  closure: bool) -> tuple[float, str | None]:
     torch.manual_seed(0)
     model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    batch = torch.randn(10, IN_FEATURES).to(dtype)
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
-        model(torch.randn(10, IN_FEATURES).to(dtype)).pow(2).sum().backward()
+
+        def loss() -> torch.Tensor:
+            with torch.enable_grad():
+                optimizer.zero_grad()
+                value = model(batch).pow(2).sum()
+                value.backward()
+            return value
+
+        loss()
         for _ in range(steps):
-            optimizer.step()
+            optimizer.step(loss) if closure else optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
         return 0.0, _first_line(exc)
     tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
@@ -355,6 +373,15 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) ->
         else:
             stored.add(flag)
     return stored, dropped
+
+
+def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> str:
+    """The spec's closure variants: both, unless the step raises without a closure and steps with one
+    (QQN's `step(closure=None)` asserts it was given one: a signature cannot say so)."""
+    alone = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=False)[1]
+    if alone is None or _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=True)[1] is not None:
+        return "closure: [false, true]"
+    return f"closure: [true]  # its step raises without a closure ({alone})"
 
 
 def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> bool:

@@ -266,3 +266,33 @@ class ListOfListsSGD(PlainSGD):
         for group in params:
             flat = flat + group  # a Parameter is not a list: TypeError
         torch.optim.Optimizer.__init__(self, flat, {"lr": lr})
+
+
+class InitStateSGD(PlainSGD):
+    """COCOB's shape: its state is made in __init__, never lazily, so a step after the state is
+    cleared raises KeyError; correct otherwise."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["origin"] = p.detach().clone()
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.state[p]["origin"].add_(p.grad)  # KeyError once the state is cleared
+                    p.add_(p.grad, alpha=-group["lr"])
+
+
+class ClosureAssertingSGD(PlainSGD):
+    """QQN's shape: `step(closure=None)` by signature, yet it asserts that it was given a closure."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        assert closure is not None, "ClosureAssertingSGD.step requires a closure"
+        with torch.enable_grad():
+            loss = closure()
+        self._update()
+        return loss

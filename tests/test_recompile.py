@@ -357,3 +357,22 @@ def test_the_perturbations_compile_only_for_a_selected_recompile_check(tmp_path)
     runs = RunCache()
     CHECKS["recompile"].run(case, runs)
     assert runs.peek("compiled", case).perturbations[0].step.recompiles
+
+
+def test_a_perturbation_the_step_cannot_take_is_the_recompile_checks_alone(tmp_path):
+    """COCOB makes its state in __init__: after the default clear_state its compiled step raises. That
+    run's steps before the perturbation stand (parity passes over them); the recompile check says the
+    observe-only perturbation was not observed, and fails where the spec declared it, naming where."""
+    runs = RunCache()
+    case = one_case(tmp_path, spec("planted_run_model:InitStateSGD"))
+    assert CHECKS["parity"].run(case, runs)
+    said = str(CHECKS["recompile"].run(case, runs))
+    assert "not observed: perturbation 0 (clear_state: True), or the compiled step after it, raised KeyError: 'origin' at " in said
+    assert "planted_run_model.py" in said and "(the optimizer's code)" in said
+    declared = one_case(tmp_path, spec("planted_run_model:InitStateSGD",
+                                       extra="recompile:\n  perturbations:\n    - {clear_state: true, recompiles: 1}\n"))
+    runs = RunCache()
+    assert CHECKS["parity"].run(declared, runs)
+    with pytest.raises(AssertionError, match=r"perturbation 0 \(clear_state: True\), or the compiled step after it, raised "
+                                             r"KeyError: 'origin' at .*planted_run_model.py:\d+ in _update"):
+        CHECKS["recompile"].run(declared, runs)

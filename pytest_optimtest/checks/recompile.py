@@ -8,7 +8,8 @@ from pydantic import RootModel
 
 from ..harness import torch_api
 from ..harness.compiled_run import CompiledRun
-from ..harness.perturbations import StepCompiles
+from ..harness.blame import blame
+from ..harness.perturbations import PerturbationFailure, StepCompiles
 from ..harness.vacuity import require_compiled
 from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_phases
 from ..spec.context import CaseContext, SpecContext
@@ -72,6 +73,9 @@ def check_recompile(case: Any, runs: Any) -> Verdict:
                             f"the spec declares {allowed} (recompile.schedulers):" + _reasons(run.steady))
     for i, (outcome, kernels) in enumerate(zip(run.perturbations, case.expected["recompile"])):
         problems += _perturbation_problems(i, outcome.perturbation, outcome.step, outcome.settle_failure, kernels)
+    failed = run.perturbation_failure
+    if failed is not None and failed.perturbation.declared_recompiles(torch_api.torch_version()) is not None:
+        problems.append(_raised_after(failed) + "; the perturbations after it were not made")
     if problems:
         raise AssertionError(f"{case.id}: " + "\n".join(problems))
     return Verdict(_summary(run), {**run.evidence(), "warmup_steps": len(run.warmup), "steady_steps": len(run.steady),
@@ -137,6 +141,14 @@ def _reasons(steps: list[StepCompiles]) -> str:
     return "".join(f"\n    - {r}" for r in reasons) or " (dynamo gave no recompile reason)"
 
 
+def _raised_after(failed: PerturbationFailure) -> str:
+    found, lines = blame(failed.error), str(failed.error).strip().splitlines()
+    where = found.where or found.innermost
+    return (f"perturbation {failed.index} ({failed.perturbation.action}: {getattr(failed.perturbation, failed.perturbation.action)}), "
+            f"or the compiled step after it, raised {type(failed.error).__name__}" + (f": {lines[0]}" if lines else "")
+            + (f" at {where} (the {found.owner}'s code)" if where else ""))
+
+
 def _summary(run: CompiledRun) -> str:
     steady = sum(len(s.recompiles) for s in run.steady)
     settled = "" if run_phases(run.case).warmup.steps is not None else f" in {len(run.warmup)} steps until settled"
@@ -149,6 +161,9 @@ def _summary(run: CompiledRun) -> str:
             " (observed, not declared: --optim-update-expected writes it)"
         parts.append(f"{outcome.perturbation.action}: {len(outcome.step.recompiles)} recompile(s){observed}, "
                      f"{outcome.step.kernels} kernels ({declared})")
+    if run.perturbation_failure is not None:  # undeclared, so observed only: said, not judged
+        parts.append(f"not observed: {_raised_after(run.perturbation_failure)}; an optimizer that cannot step after it "
+                     "declares the perturbations it takes under recompile.perturbations")
     return "; ".join(parts)
 
 

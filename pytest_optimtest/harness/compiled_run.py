@@ -20,8 +20,7 @@ import torch
 from ..spec.case import Case
 from .blame import blame
 from .builder import ClosureCompiles
-from .perturbations import PerturbationError as PerturbationError  # raised by the runner's perturbation phase
-from .perturbations import PerturbationOutcome, StepCompiles
+from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles
 from .run_phases import SETTLE_STEPS, run_phases
 from .runner import Regime, Run, run
 from .snapshot import OptimizerSnapshot
@@ -53,6 +52,7 @@ class CompiledRun:
     warmup: list[StepCompiles] = field(default_factory=list)
     steady: list[StepCompiles] = field(default_factory=list)
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
+    perturbation_failure: PerturbationFailure | None = None  # the perturbation phase stopped there
     perturbed: bool = False  # whether the perturbation phase ran (only for a selected recompile check)
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up
     graph_count: int = 0  # graphs captured before the perturbations, the closure's included
@@ -141,7 +141,8 @@ def _assembled(case: Case, eager: Run, compiled: Run, perturb: bool) -> Compiled
     warm = compiled.warmup_steps
     return CompiledRun(
         case, eager.initial, eager=eager.final, compiled=compiled.final, warmup=compiled.compiles[:warm],
-        steady=compiled.compiles[warm:], perturbations=compiled.perturbations, perturbed=perturb,
+        steady=compiled.compiles[warm:], perturbations=compiled.perturbations,
+        perturbation_failure=compiled.perturbation_failure, perturbed=perturb,
         graph_breaks=compiled.graph_breaks, graph_count=compiled.graphs, closure=compiled.closure,
         compiled_step_seconds=compiled.step_seconds, eager_step_seconds=eager.step_seconds,
         eager_aliases=eager.aliases, compiled_aliases=compiled.aliases, draws_random="torch" in eager.draws)

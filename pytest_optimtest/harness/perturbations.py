@@ -27,6 +27,16 @@ class PerturbationOutcome:
     settle_failure: str | None  # dynamo's message when the step after it recompiled too
 
 
+@dataclass
+class PerturbationFailure:
+    """A perturbation, or the compiled step after it, raised: the perturbation phase stopped there.
+    Only the recompile check judges it; the steps before it (what parity compares) stand."""
+
+    index: int
+    perturbation: Perturbation
+    error: Exception
+
+
 class PerturbationError(AssertionError):
     """The spec asks for a perturbation this optimizer's state cannot take."""
 

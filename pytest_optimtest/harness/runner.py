@@ -30,8 +30,8 @@ from .builder import (ClosureCompiles, compile_step, make_closure, make_optimize
 from .containment import PROGRESS
 from .devices import seed_all
 from .isolation import isolated_case
-from .perturbations import PerturbationOutcome, StepCompiles, apply_perturbation
-from .run_phases import SETTLE_STEPS, run_phases
+from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
+from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot, snapshot, storage_aliases
 from .vacuity import NotApplicable
 
@@ -105,6 +105,7 @@ class Run:
     warmup_steps: int = 0  # how many of the steps were the warm-up
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up (or the run)
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
+    perturbation_failure: PerturbationFailure | None = None  # the perturbation (or the step after it) that raised
     aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad
     closure_calls: int = 0
     step_seconds: list[float] = field(default_factory=list)
@@ -278,17 +279,25 @@ class _Stepping:
     def perturbations(self) -> None:
         """Each of the spec's perturbations, then a step (more while an undeclared one settles), then
         one to see that it settled."""
-        for perturbation in run_phases(self.case).perturbations:
-            apply_perturbation(perturbation, self.optimizer, self.case.device)
-            outcome = self.counted()
-            if perturbation.declared_recompiles(torch_api.torch_version()) is None:  # undeclared: state recreated lazily may recompile once more
-                more = [self.counted()]
-                while more[-1].recompiles and len(more) < SETTLE_STEPS - 1:
-                    more.append(self.counted())
-                outcome = StepCompiles(outcome.graphs + sum(m.graphs for m in more), outcome.kernels + sum(m.kernels for m in more),
-                                       outcome.recompiles + [r for m in more for r in m.recompiles])
-            settle = self.counted().recompiles
-            self.result.perturbations.append(PerturbationOutcome(perturbation, outcome, settle[0] if settle else None))
+        for index, perturbation in enumerate(run_phases(self.case).perturbations):
+            try:
+                outcome = self._perturbed(perturbation)
+            except Exception as exc:  # the recompile check's to judge; what the steps before it did stands
+                self.result.perturbation_failure = PerturbationFailure(index, perturbation, exc)
+                return
+            self.result.perturbations.append(outcome)
+
+    def _perturbed(self, perturbation: Perturbation) -> PerturbationOutcome:
+        apply_perturbation(perturbation, self.optimizer, self.case.device)
+        outcome = self.counted()
+        if perturbation.declared_recompiles(torch_api.torch_version()) is None:  # undeclared: state recreated lazily may recompile once more
+            more = [self.counted()]
+            while more[-1].recompiles and len(more) < SETTLE_STEPS - 1:
+                more.append(self.counted())
+            outcome = StepCompiles(outcome.graphs + sum(m.graphs for m in more), outcome.kernels + sum(m.kernels for m in more),
+                                   outcome.recompiles + [r for m in more for r in m.recompiles])
+        settle = self.counted().recompiles
+        return PerturbationOutcome(perturbation, outcome, settle[0] if settle else None)
 
     def _step_schedulers(self) -> None:
         for scheduler in self.schedulers:
