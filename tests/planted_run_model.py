@@ -296,3 +296,15 @@ class ClosureAssertingSGD(PlainSGD):
             loss = closure()
         self._update()
         return loss
+
+
+class SparseOnlySGD(PlainSGD):
+    """SparseAdam's shape: its step refuses dense grads and steps sparse ones."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    if not p.grad.is_sparse:
+                        raise RuntimeError("SparseOnlySGD does not support dense gradients")
+                    p.add_(p.grad.to_dense(), alpha=-group["lr"])
