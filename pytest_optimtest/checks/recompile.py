@@ -9,7 +9,7 @@ from pydantic import RootModel
 from ..harness import torch_api
 from ..harness.compiled_run import CompiledRun
 from ..harness.blame import blame
-from ..harness.perturbations import PerturbationFailure, StepCompiles
+from ..harness.perturbations import PerturbationError, PerturbationFailure, StepCompiles
 from ..harness.vacuity import require_compiled
 from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_phases
 from ..spec.context import CaseContext, SpecContext
@@ -142,10 +142,12 @@ def _reasons(steps: list[StepCompiles]) -> str:
 
 
 def _raised_after(failed: PerturbationFailure) -> str:
+    what = f"perturbation {failed.index} ({failed.perturbation.action}: {getattr(failed.perturbation, failed.perturbation.action)})"
+    if isinstance(failed.error, PerturbationError):  # the spec asks for a change this optimizer's state cannot take
+        return f"{what} cannot be made: {failed.error}"
     found, lines = blame(failed.error), str(failed.error).strip().splitlines()
     where = found.where or found.innermost
-    return (f"perturbation {failed.index} ({failed.perturbation.action}: {getattr(failed.perturbation, failed.perturbation.action)}), "
-            f"or the compiled step after it, raised {type(failed.error).__name__}" + (f": {lines[0]}" if lines else "")
+    return (f"{what}, or the compiled step after it, raised {type(failed.error).__name__}" + (f": {lines[0]}" if lines else "")
             + (f" at {where} (the {found.owner}'s code)" if where else ""))
 
 
