@@ -58,6 +58,9 @@ GENERATED = "<code inductor generated>"
 # A cause's numbers (how far apart, how many elements, at which index) are the case's, not the cause's:
 # one mechanism that differs by other amounts in each case is one root cause.
 _number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+# Rungs whose failure is one fact of the optimizer, worded per case (a closure case says the closure's
+# graphs are not the step's; each case names its lr): one root cause per optimizer, whatever the words.
+ONE_FACT_RUNGS = ("graph_captured", "eager_moves")
 
 
 @dataclass
@@ -84,11 +87,12 @@ class Results:
             if verdict.get("kind") not in ("root_cause", "blocked") or "rung" not in verdict:
                 continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
             cause = _generated_path.sub(GENERATED, verdict["cause"])
-            key = (r.get("optimizer") or r["spec"], verdict["rung"], _number.sub("#", cause),
-                   _generated_path.sub(GENERATED, verdict.get("where", "")))
+            mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", cause)
+            key = (r.get("optimizer") or r["spec"], verdict["rung"], mechanism,
+                   "" if not mechanism else _generated_path.sub(GENERATED, verdict.get("where", "")))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": cause, "where": key[3],
                                             "cases": set(), "red": 0, "xfailed": 0, "blocked": 0, "numbers_differ": False})
-            entry["numbers_differ"] |= cause != entry["cause"]
+            entry["numbers_differ"] |= bool(mechanism) and cause != entry["cause"]
             entry["cases"].add(r["case"])
             entry["red"] += verdict["kind"] == "root_cause"
             entry["blocked"] += verdict["kind"] == "blocked" and r["outcome"] == "skipped"  # not a declared xfail

@@ -293,6 +293,24 @@ def test_one_mechanism_that_differs_by_other_numbers_in_each_case_is_one_root_ca
     assert root_cause_lines(results)[0].endswith("(its numbers differ per case; the first case's shown)")
 
 
+def test_a_step_that_captures_no_graph_is_one_root_cause_in_plain_and_closure_cases():
+    from pytest_optimtest.report import Results, root_cause_lines
+
+    def item(case, cause):
+        return {"spec": "s.yaml", "case": case, "check": "parity", "optimizer": "adamr:AdamR", "outcome": "failed",
+                "verdict": {"kind": "root_cause", "rung": "graph_captured", "cause": cause, "where": ""}}
+
+    results = Results([item("adamr-default-cpu", "torch.compile captured no graph of the step (it ran eagerly or traced "
+                                                 "to no tensor operation)"),
+                       item("adamr-default-closure-cpu", "the step captured no graph of its own; the closure's 1 graph(s) "
+                                                         "are not the step's (the step ran eagerly around a compiled closure)")])
+    [cause] = results.root_causes()
+    assert (cause["red"], cause["cases"]) == (2, ["adamr-default-closure-cpu", "adamr-default-cpu"])
+    assert root_cause_lines(results) == ["optimtest: adamr:AdamR: 1 root cause, 2 red in 2 case(s), blocks 0 items: "
+                                         "graph_captured: torch.compile captured no graph of the step (it ran eagerly or "
+                                         "traced to no tensor operation)"]
+
+
 def test_a_checks_diagnoses_are_its_own_not_those_of_the_checks_that_failed_before_it():
     from types import SimpleNamespace
 
