@@ -397,11 +397,15 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) ->
 
 def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> str:
     """The spec's closure variants: both, unless the step raises without a closure and steps with one
-    (QQN's `step(closure=None)` asserts it was given one: a signature cannot say so)."""
+    (QQN's `step(closure=None)` asserts it was given one), or the reverse (Adams_ZeRO's asserts it was
+    not): a signature cannot say so."""
     alone = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=False)[1]
-    if alone is None or _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=True)[1] is not None:
-        return "closure: [false, true]"
-    return f"closure: [true]  # its step raises without a closure ({alone})"
+    given = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=True)[1]
+    if alone is not None and given is None:
+        return f"closure: [true]  # its step raises without a closure ({alone})"
+    if alone is None and given is not None:
+        return f"closure: [false]  # its step raises given a closure ({given})"
+    return "closure: [false, true]"
 
 
 def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> bool:

@@ -308,3 +308,12 @@ class SparseOnlySGD(PlainSGD):
                     if not p.grad.is_sparse:
                         raise RuntimeError("SparseOnlySGD does not support dense gradients")
                     p.add_(p.grad.to_dense(), alpha=-group["lr"])
+
+
+class ClosureRefusingSGD(PlainSGD):
+    """Adams_ZeRO's shape: `step(closure=None)` by signature, yet it asserts that it was given none."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        assert closure is None, "Closure is not supported"
+        self._update()

@@ -140,6 +140,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:ClosureAssertingSGD", ["closure: [true]  # its step raises without a closure (AssertionError: "
                                                "ClosureAssertingSGD.step requires a closure)"], ["fill in `params`"]),
     ("planted:PlainSGD", ["closure: [false, true]"], []),
+    ("planted_run_model:ClosureRefusingSGD", ["closure: [false]  # its step raises given a closure (AssertionError: "
+                                              "Closure is not supported)"], []),
     ("planted_run_model:SparseOnlySGD", ["skip:  # its step refuses dense grads (RuntimeError: SparseOnlySGD does not support "
                                          "dense gradients) and steps sparse ones", "a sparse-gradient optimizer"], ["fill in `params`"]),
     ("planted_run_model:CountedSGD", ["kwargs: {lr: 0.001, iters: 10}", "# iters: 10: init's guesses"], ["fill them in"]),
