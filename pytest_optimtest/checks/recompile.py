@@ -118,7 +118,7 @@ def _require_compiled(run: CompiledRun) -> None:
 
 def _perturbation_problems(index: int, perturbation: Perturbation, step: StepCompiles, settle: str | None,
                            kernels: KernelExpectation) -> list[str]:
-    what = f"perturbation {index} ({perturbation.action}: {getattr(perturbation, perturbation.action)})"
+    what = _named(index, perturbation)
     problems = []
     observed, declared = len(step.recompiles), perturbation.declared_recompiles(torch_api.torch_version())
     if declared is not None and observed != declared:
@@ -141,8 +141,12 @@ def _reasons(steps: list[StepCompiles]) -> str:
     return "".join(f"\n    - {r}" for r in reasons) or " (dynamo gave no recompile reason)"
 
 
+def _named(index: int, perturbation: Perturbation) -> str:
+    return f"perturbation {index} ({perturbation.action}: {getattr(perturbation, perturbation.action)})"
+
+
 def _raised_after(failed: PerturbationFailure) -> str:
-    what = f"perturbation {failed.index} ({failed.perturbation.action}: {getattr(failed.perturbation, failed.perturbation.action)})"
+    what = _named(failed.index, failed.perturbation)
     if isinstance(failed.error, PerturbationError):  # the spec asks for a change this optimizer's state cannot take
         return f"{what} cannot be made: {failed.error}"
     found, lines = blame(failed.error), str(failed.error).strip().splitlines()
