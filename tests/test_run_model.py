@@ -36,6 +36,8 @@ SPECS = {
     "noclosure": "optimizer: planted_unseen:NoClosureSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
     "coarse": "optimizer: planted_run_model:CoarseLrSGD\nkwargs: {lr: 0.01}\nchecks: [law_param_groups]\n"
               "laws: {param_groups: true}\n",
+    "refusing": "optimizer: planted_run_model:ClosureRefusingSGD\nkwargs: {lr: 0.1}\nclosure: [false]\n"
+                "checks: [law_grads_untouched, law_closure_loss, law_descent, law_hooks]\nlaws: {descent: true}\n",
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
@@ -102,6 +104,14 @@ def test_a_diverged_run_is_not_compared_and_strict_mode_fails_it(session):
     assert "vacuous item(s): their comparison proved nothing" in out
     strict = _run(root, "--optim-strict", "-k", "explodingsgd")
     assert strict.returncode == 1 and "vacuous, and strict mode fails it" in strict.stdout
+
+
+def test_the_laws_give_a_closure_only_where_the_spec_declares_closure_variants(session):
+    out, _, _ = session
+    outcomes = _outcomes(out, "closurerefusingsgd-default-cpu")
+    assert outcomes == {"law_grads_untouched": "PASSED", "law_closure_loss": "SKIPPED", "law_descent": "PASSED",
+                        "law_hooks": "PASSED"}, out
+    assert "law closure_loss: the spec declares no closure variant (`closure: [false]`" in out
 
 
 def test_graphs_of_the_closure_are_not_the_steps(session):

@@ -114,6 +114,14 @@ def requires_closure(optimizer_cls: type) -> bool:
     return first.default is inspect.Parameter.empty and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
 
 
+def law_closure(case: Any, optimizer_cls: type) -> tuple[bool, bool]:
+    """(may, must): whether a law's run may give the step a closure, and must. The closure variants
+    the spec declares decide (a step that refuses one is declared `closure: [false]`, only with one
+    `closure: [true]`); where the spec is silent, the step's signature."""
+    must = requires_closure(optimizer_cls) or case.closure_forms == (True,)
+    return must or (takes_closure(optimizer_cls) and True in (case.closure_forms or (True,))), must
+
+
 def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
     """A step that cannot take a closure makes closure cases say nothing: not applicable, and why."""
     if not takes_closure(type(opt)):

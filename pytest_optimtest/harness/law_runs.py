@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import make_optimizer, param_dtype, takes_closure, with_setup
+from .builder import law_closure, make_optimizer, param_dtype, with_setup
 from .devices import seed_all
 from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
@@ -240,7 +240,7 @@ def descent_losses(case: Any, steps: int) -> list[float]:
                 loss.backward()
             return loss
 
-        with_closure = takes_closure(type(optimizer))
+        with_closure = law_closure(case, type(optimizer))[0]
         losses = []
         for step in range(steps):
             seed_all(case.seed + 1 + step)

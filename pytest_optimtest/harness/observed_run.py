@@ -18,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .blame import optimizer_frame
-from .builder import make_optimizer, requires_closure, takes_closure
+from .builder import law_closure, make_optimizer
 from .devices import seed_all
 from .isolation import isolated_case
 from ..spec.schema import Tolerance
@@ -122,7 +122,7 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
     if seen.hooks_supported:
         optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.hook_calls.append(f"pre {len(seen.sizes)}"))
         optimizer.register_step_post_hook(lambda opt, args, kwargs: seen.hook_calls.append(f"post {len(seen.sizes)}"))
-    optional, required = takes_closure(type(optimizer)), requires_closure(type(optimizer))
+    optional, required = law_closure(case, type(optimizer))
     for index, step_grads in enumerate(grads):
         with_closure = required or (optional and index % 2 == 1)
         feed = _Feed(own, step_grads)

@@ -38,6 +38,7 @@ class Case:
     dtype: str = "float32"  # the params' (and the data's) dtype
     steps: int = 2
     closure: bool = False
+    closure_forms: tuple[bool, ...] = ()  # the closure variants the spec declares for the case; () where it is silent
     scheduler: str | None = None
     scheduler_kwargs: dict[str, Any] = field(default_factory=dict)
     model: str = "pytest_optimtest.models:two_linear"

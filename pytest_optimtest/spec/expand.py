@@ -144,6 +144,13 @@ class _PerVariant:
         return {c.name: c.expect(self.sections.get(c.key), at) for c in self._expecting[applied]}
 
 
+def _declared_closure(spec: Spec, entry: CaseSpec) -> tuple[bool, ...]:
+    """The closure variants the spec writes for the case (its own, else the spec's); () where it writes none."""
+    if entry.closure is not None:
+        return tuple(entry.closure)
+    return tuple(spec.closure) if "closure" in spec.model_fields_set else ()
+
+
 def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, prefix: str,
                grid_values: dict[str, Any], kwargs: dict[str, Any], variant: Variant,
                per_variant: _PerVariant) -> Case:
@@ -168,6 +175,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         dtype=variant.dtype,
         steps=entry.steps or spec.steps,
         closure=closure,
+        closure_forms=_declared_closure(spec, entry),
         scheduler=scheduler,
         scheduler_kwargs=dict(spec.schedulers.get(scheduler, {})) if scheduler else {},
         model=spec.model,

@@ -17,7 +17,8 @@ def check_closure_loss(case: Any, runs: Any) -> Verdict:
     require_on(case, "closure_loss")
     seen = observed(case, runs).run
     if not seen.returned:
-        raise NotApplicable(f"{case.id}: law closure_loss: the step takes no closure")
+        declared = f"the spec declares no closure variant (`closure: [false]`, {case.location})" if case.closure_forms else ""
+        raise NotApplicable(f"{case.id}: law closure_loss: {declared or 'the step takes no closure'}")
     for step, returned, given in seen.returned:
         if not given:
             raise AssertionError(f"{case.id}: law closure_loss broken: step {step + 1} was given a closure and never "

@@ -8,6 +8,7 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
+from ...harness.builder import law_closure
 from ...harness.law_runs import descent_losses
 from ...spec.values import resolve
 from ..base import Check, Verdict
@@ -19,6 +20,8 @@ def check_descent(case: Any, runs: Any) -> Verdict:
     steps = max(laws_of(case).descent_steps or 0, case.steps)
     said: list[str] = []
     evidence: dict[str, Any] = {"steps": steps}
+    closure = law_closure(case, resolve(case.optimizer))[0]
+    stepped = f"{steps} {'closure steps' if closure else 'steps (the spec declares no closure variant)'}"
     directions = [False] + ([True] if _names_maximize(resolve(case.optimizer)) else [])
     for maximize in directions:
         losses = descent_losses(replace(case, kwargs={**case.kwargs, "maximize": True}) if maximize else case, steps)
@@ -26,12 +29,12 @@ def check_descent(case: Any, runs: Any) -> Verdict:
         if not (end > start if maximize else end < start):
             trend = ", ".join(f"{x:.4g}" for x in losses[:: max(1, len(losses) // 8)])
             raise AssertionError(
-                f"{case.id}: law descent broken: {steps} closure steps on a convex least-squares problem must "
+                f"{case.id}: law descent broken: {stepped} on a convex least-squares problem must "
                 f"{'raise' if maximize else 'lower'} its loss{' under maximize' if maximize else ''}; it went from "
                 f"{start:.6g} to {end:.6g} (losses: {trend})")
         said.append(f"{'ascent under maximize' if maximize else 'descent'} {start:.4g} -> {end:.4g}")
         evidence["maximize" if maximize else "minimize"] = {"loss_start": start, "loss_end": end}
-    return Verdict(f"{steps} closure steps: " + "; ".join(said), evidence)
+    return Verdict(f"{stepped}: " + "; ".join(said), evidence)
 
 
 def _names_maximize(optimizer_cls: type) -> bool:
