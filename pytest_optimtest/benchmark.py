@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import torch
 
 from .spec import Case
 
@@ -31,7 +30,7 @@ def benchmark_items(parent: pytest.Collector, case: Case, prefix: str = "") -> I
 
 def run_benchmark(benchmark: Any, case: Case, compiled: bool) -> None:
     """Time `optimizer.step()` (compiled: the compiled raw step, warmed up first) on the case's model."""
-    from .harness.builder import compile_step
+    from .harness.builder import compile_step, step_grad_mode
     from .harness.isolation import isolated_case
     from .harness.builder import make_optimizer, model_with_grads
 
@@ -39,7 +38,7 @@ def run_benchmark(benchmark: Any, case: Case, compiled: bool) -> None:
         model, _, _ = model_with_grads(case)
         opt = make_optimizer(case, model)
         step = compile_step(opt) if compiled else opt.step
-        with torch.no_grad():
+        with step_grad_mode(case):
             step()  # compile, and create the optimizer state, outside the timing
             step()
             benchmark.extra_info.update({"case": case.id, "compiled": compiled, "spec": case.spec_path})

@@ -98,11 +98,10 @@ class CompiledOptimizer:
 
 @pytest.fixture
 def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
-    """The current case compiled: `compiled_optimizer.step()` runs the compiled step under no_grad;
+    """The current case compiled: `compiled_optimizer.step()` runs the compiled step under the spec's
+    grad mode (no_grad unless it says `grad_mode: enabled`);
     dynamo and inductor state is fresh for the test and restored after."""
-    import torch
-
-    from .harness.builder import compile_step
+    from .harness.builder import compile_step, step_grad_mode
     from .harness.isolation import isolated_case
     from .harness.builder import copy_with_grads, make_optimizer, model_with_grads
 
@@ -113,7 +112,7 @@ def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
         compiled = compile_step(opt)
 
         def step() -> None:
-            with torch.no_grad():
+            with step_grad_mode(optim_case):
                 compiled()
 
         yield CompiledOptimizer(optim_case, model, opt, step, eager_model, eager)

@@ -99,6 +99,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         *low_precision_lines,
         *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if has_lr else []),
         _closure_line(probe, form, factory, base, dtype),
+        *_grad_mode_lines(probe, form, factory, base, dtype),
         *(["fallback_random: true  # its step draws from torch's RNG: compiled with inductor's fallback_random, the draws "
            "match eager's (per-param regimes, in-backward, ZeRO, FSDP, still draw in another order)"] if draws else []),
         "devices: [cpu, cuda]",
@@ -353,7 +354,7 @@ def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
 
 
 def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, dtype: torch.dtype,
-                  closure: bool) -> tuple[float, str | None]:
+                  closure: bool, grad: bool = True) -> tuple[float, str | None]:
     torch.manual_seed(0)
     model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -369,8 +370,9 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
             return value
 
         loss()
-        for _ in range(steps):
-            optimizer.step(loss) if closure else optimizer.step()
+        with torch.set_grad_enabled(grad):
+            for _ in range(steps):
+                optimizer.step(loss) if closure else optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
         return 0.0, _first_line(exc)
     tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
@@ -393,6 +395,16 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) ->
         else:
             stored.add(flag)
     return stored, dropped
+
+
+def _grad_mode_lines(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> list[str]:
+    """`grad_mode: enabled` for a step that raises under no_grad, where the plugin steps, and steps
+    with grad on, as a training loop does (Recursive's runs its inner optimizer's backward)."""
+    closure = _closure_line(cls, form, factory, kwargs, dtype).startswith("closure: [true]")
+    under_no_grad = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure, grad=False)[1]
+    if under_no_grad is None or _stepped_with(cls, form, kwargs, factory, 1, dtype, closure)[1] is not None:
+        return []
+    return [f"grad_mode: enabled  # its step raises under no_grad ({under_no_grad}) and steps with grad on"]
 
 
 def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> str:

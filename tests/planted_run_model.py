@@ -317,3 +317,34 @@ class ClosureRefusingSGD(PlainSGD):
     def step(self, closure=None):
         assert closure is None, "Closure is not supported"
         self._update()
+
+
+class InnerBackwardSGD(PlainSGD):
+    """Recursive's shape (optimal-pytorch): each param's state holds an inner optimizer over a
+    tensor that requires grad, and the step runs autograd itself to feed it, so it raises under
+    no_grad and steps as a training loop calls it; two runs' inner optimizers are twins by their
+    state_dicts, never by identity."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for p in group["params"]:
+                v = torch.zeros_like(p, requires_grad=True)
+                self.state[p].update(v=v, inner=torch.optim.SGD([v], lr=1.0))
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state["inner"].zero_grad()
+                (state["v"] * p.grad).sum().backward()  # d/dv = grad: v accumulates -grad
+                state["inner"].step()
+                with torch.no_grad():
+                    p.add_(state["v"], alpha=group["lr"])
+        return loss

@@ -38,6 +38,8 @@ SPECS = {
               "laws: {param_groups: true}\n",
     "refusing": "optimizer: planted_run_model:ClosureRefusingSGD\nkwargs: {lr: 0.1}\nclosure: [false]\n"
                 "checks: [law_grads_untouched, law_closure_loss, law_descent, law_hooks]\nlaws: {descent: true}\n",
+    "inner": "optimizer: planted_run_model:InnerBackwardSGD\nkwargs: {lr: 0.1}\ngrad_mode: enabled\n"
+             "checks: [parity, law_grads_untouched, law_determinism, fuzz_determinism]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
@@ -114,6 +116,13 @@ def test_the_laws_give_a_closure_only_where_the_spec_declares_closure_variants(s
     assert "law closure_loss: the spec declares no closure variant (`closure: [false]`" in out
 
 
+def test_a_step_that_runs_autograd_itself_steps_with_grad_on_and_its_inner_optimizers_compare_by_state(session):
+    out, _, _ = session
+    assert _outcomes(out, "innerbackwardsgd-default-cpu") == {"parity": "PASSED", "law_grads_untouched": "PASSED",
+                                                                  "law_determinism": "PASSED"}, out
+    assert _outcomes(out, "innerbackwardsgd-fuzz-cpu") == {"fuzz_determinism": "PASSED"}, out
+
+
 def test_graphs_of_the_closure_are_not_the_steps(session):
     out, _, _ = session
     assert _outcomes(out, "untracedstepsgd-default-closure-cpu") == {"parity": "FAILED"}
@@ -152,6 +161,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted:PlainSGD", ["closure: [false, true]"], []),
     ("planted_run_model:ClosureRefusingSGD", ["closure: [false]  # its step raises given a closure (AssertionError: "
                                               "Closure is not supported)"], []),
+    ("planted_run_model:InnerBackwardSGD", ["grad_mode: enabled  # its step raises under no_grad (RuntimeError: element 0"],
+     []),
     ("planted_run_model:SparseOnlySGD", ["skip:  # its step refuses dense grads (RuntimeError: SparseOnlySGD does not support "
                                          "dense gradients) and steps sparse ones", "a sparse-gradient optimizer"], ["fill in `params`"]),
     ("planted_run_model:CountedSGD", ["kwargs: {lr: 0.001, iters: 10}", "# iters: 10: init's guesses"], ["fill them in"]),
@@ -162,7 +173,7 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:StackingSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1}",
                                        "its step refused one beside a matrix: IndexError"], []),
     ("planted:NoisySGD", ["fallback_random: true  # its step draws from torch's RNG"], []),
-    ("planted:PlainSGD", [], ["fallback_random"]),
+    ("planted:PlainSGD", [], ["fallback_random", "grad_mode"]),
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
 ])

@@ -3,6 +3,7 @@ runner (runner.py), the fixtures and the benchmark build from these; checks neve
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -112,6 +113,14 @@ def requires_closure(optimizer_cls: type) -> bool:
         return False
     first = parameters[0]
     return first.default is inspect.Parameter.empty and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+
+
+def step_grad_mode(case: Any) -> contextlib.AbstractContextManager:
+    """The grad mode a step runs under: no_grad, as PyTorch's compiled-optimizer tests step (and as
+    torch.optim's step sets for itself: its compiled raw step goes without that wrapper); grad enabled
+    where the spec says `grad_mode: enabled`, as a training loop steps (a step that runs autograd itself).
+    A step(closure) gets grad for its closure either way: the closures enable it themselves."""
+    return torch.enable_grad() if case.grad_mode == "enabled" else torch.no_grad()
 
 
 def law_closure(case: Any, optimizer_cls: type) -> tuple[bool, bool]:

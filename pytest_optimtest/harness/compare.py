@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ..spec.schema import Tolerance
+from .snapshot import stateful
 
 
 LABELS = ("eager", "compiled")
@@ -70,6 +71,8 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
         ok = expected == actual or (expected != expected and actual != actual) \
             or abs(expected - actual) <= tol.atol + tol.rtol * abs(expected)
         return [] if ok else [f"{where}: {new} {actual!r} != {ref} {expected!r}"]
+    if stateful(expected) and type(expected) is type(actual):
+        return value_differences(f"{where}.state_dict()", expected.state_dict(), actual.state_dict(), tol, labels)
     if _by_identity(expected) and type(expected) is type(actual):  # two runs' objects are never the same object:
         return value_differences(f"{where}.__dict__", _state(expected), _state(actual), tol, labels)  # compare state
     return [] if expected == actual else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]

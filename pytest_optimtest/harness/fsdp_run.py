@@ -23,7 +23,8 @@ import torch
 from ..spec.case import Case
 from . import torch_api
 from .blame import blame
-from .builder import build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype, step_scheduler
+from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
+                      step_grad_mode, step_scheduler)
 from .devices import seed_all
 from .distributed_run import on_rank, rank_backend
 from .distributed_run import unavailable_reason as ranks_unavailable  # the same rank pools, the same limits
@@ -223,7 +224,7 @@ def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         if index == 0:  # before any step: what they hold is the model's and FSDP2's doing, not the optimizer's
             first_grads = _portable({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
         seed_all(case.seed + 1 + index)
-        with torch.no_grad():  # compile_step's raw step leaves grad mode to its caller
+        with step_grad_mode(case):  # compile_step's raw step leaves grad mode to its caller
             step()
         optimizer.zero_grad()
         if scheduler is not None:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from . import torch_api
-from .builder import make_optimizer, param_dtype
+from .builder import make_optimizer, param_dtype, step_grad_mode
 from .devices import seed_all
 from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
@@ -50,7 +50,7 @@ def fuzz_parity_run(case: Any, params: Any, compiled: Callable[..., None], steps
     step = torch_api.raw_step(opt_c).__func__  # type: ignore[attr-defined]  # a bound method's function
     torch_api.mark_step_called(opt_c)
     graphs = torch_api.captured_graph_count()
-    with torch_api.recording_recompiles() as recompiles, torch.no_grad():
+    with torch_api.recording_recompiles() as recompiles, step_grad_mode(case):
         for i in range(steps):
             seed_all(case.seed + 1 + i)
             compiled(step, opt_c)
@@ -70,6 +70,6 @@ def stepped_over(case: Any, params: list[torch.Tensor], grads: list[list[torch.T
         for p, g in zip(params, step_grads):
             p.grad = g.clone()
         seed_all(case.seed + 1 + k)
-        with torch.no_grad():
+        with step_grad_mode(case):
             optimizer.step()
     return optimizer

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import law_closure, make_optimizer, param_dtype, with_setup
+from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, with_setup
 from .devices import seed_all
 from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
@@ -146,7 +146,7 @@ def law_trajectory(case: Any, params: dict[str, torch.nn.Parameter], grads: list
             grad = step_grads[name]
             p.grad = None if grad is None else grad.clone()
         seed_all(case.seed + 1 + index)
-        with torch.no_grad():
+        with step_grad_mode(case):
             optimizer.step()
         snapshots.append(snapshot(optimizer, names))
     return LawTrajectory(type(optimizer).__qualname__, snapshots, unstored_kwargs(optimizer, overrides or {}))
@@ -206,7 +206,7 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
             complex_param.grad, real_param.grad = grad.clone(), torch.view_as_real(grad).clone()
             for opt in (complex_opt, real_opt):
                 seed_all(case.seed + 1 + step)
-                with torch.no_grad():
+                with step_grad_mode(case):
                     opt.step()
             trajectory.append((torch.view_as_real(complex_param.detach()).clone(), real_param.detach().clone()))
     return torch.view_as_real(value), trajectory
@@ -247,7 +247,7 @@ def descent_losses(case: Any, steps: int) -> list[float]:
             losses.append(measured())
             if not with_closure:
                 closure()
-            with torch.no_grad():  # the closure enables grad for itself, as the harness's closures do
+            with step_grad_mode(case):  # the closure enables grad for itself, as the harness's closures do
                 optimizer.step(closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
         losses.append(measured())
     return losses

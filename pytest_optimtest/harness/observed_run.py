@@ -18,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .blame import optimizer_frame
-from .builder import law_closure, make_optimizer
+from .builder import law_closure, make_optimizer, step_grad_mode
 from .devices import seed_all
 from .isolation import isolated_case
 from ..spec.schema import Tolerance
@@ -131,7 +131,7 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
         seed_all(case.seed + 1 + index)
         before, torch_before = _rng_states(numpy), _torch_rng(case.device)
         watch = _GradWrites(feed) if watch_grads else contextlib.nullcontext()
-        with torch.no_grad(), watch:
+        with step_grad_mode(case), watch:
             returned = optimizer.step(feed.closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
         if isinstance(watch, _GradWrites):
             seen.grad_writes += [w for w in watch.writes if w not in seen.grad_writes]

@@ -26,7 +26,7 @@ import torch
 
 from . import torch_api
 from .builder import (ClosureCompiles, compile_step, make_closure, make_optimizer, make_scheduler, model_with_grads,
-                      require_closure_parameter, requires_closure, step_scheduler)
+                      require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
 from .containment import PROGRESS
 from .devices import seed_all
 from .isolation import isolated_case
@@ -270,7 +270,7 @@ class _Stepping:
         closure = self.result.closure
         graphs, kernels, seen = torch_api.captured_graph_count(), torch_api.generated_kernel_count(), len(self.log)
         closure_graphs, closure_kernels = closure.graphs, closure.kernels
-        with torch.no_grad():  # as PyTorch's tests: a step(closure) enables grad for the closure itself
+        with step_grad_mode(self.case):
             self.step()
         return StepCompiles(torch_api.captured_graph_count() - graphs - (closure.graphs - closure_graphs),
                             torch_api.generated_kernel_count() - kernels - (closure.kernels - closure_kernels),

@@ -13,7 +13,9 @@ SIMPLE = (bool, int, float, str, type(None))
 
 
 def freeze(value: Any, names: dict[int, str] | None = None) -> Any:
-    """A detached copy of tensors (also inside lists, tuples and dicts); other values as they are.
+    """A detached copy of tensors (also inside lists, tuples and dicts); an object with a state_dict
+    (an optimizer inside the optimizer's state) as its state_dict, a generator as its state; other
+    values as they are.
 
     A dict keyed by tensors (a group's {param: value}) is keyed by what the keys are, not by
     their identity, so the twins of two runs line up: a param by its name, another tensor by
@@ -24,7 +26,17 @@ def freeze(value: Any, names: dict[int, str] | None = None) -> Any:
         return type(value)(freeze(v, names) for v in value)
     if isinstance(value, dict):
         return {_key(k, i, names): freeze(v, names) for i, (k, v) in enumerate(value.items())}
+    if stateful(value):  # copied as it is now: the live object moves on with later steps
+        return {f"<{type(value).__qualname__}.state_dict()>": freeze(value.state_dict(), names)}
+    if isinstance(value, torch.Generator):
+        return {"<Generator.get_state()>": value.get_state()}
     return value
+
+
+def stateful(value: Any) -> bool:
+    """An object with a state_dict (an inner optimizer, a module, a scheduler): two runs' twins are
+    equal by their state_dicts, never by identity."""
+    return callable(getattr(value, "state_dict", None)) and not isinstance(value, type)
 
 
 def frozen_tensor(tensor: torch.Tensor) -> torch.Tensor:

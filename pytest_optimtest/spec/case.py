@@ -49,6 +49,7 @@ class Case:
     min_movement: float = 10.0
     strict: bool = False  # vacuous items fail instead of skipping
     fallback_random: bool = False
+    grad_mode: str = "no_grad"  # the spec's: the grad mode steps run under
     timeout_s: float = 900
     setup: str | None = None
     distributed: DistributedSpec = DistributedSpec()

@@ -301,6 +301,9 @@ class Spec(StrictModel):
     strict: bool = Field(False, description="vacuous items (nothing moved, the run diverged) fail instead of skipping, "
                          "as --optim-strict does for every spec")
     fallback_random: bool = Field(False, description="compile with inductor's fallback_random (RNG-drawing optimizers)")
+    grad_mode: Literal["no_grad", "enabled"] = Field(
+        "no_grad", description="the grad mode steps run under: no_grad, as PyTorch's compiled-optimizer tests step; "
+        "enabled, as a training loop steps, for a step that runs autograd itself (an inner optimizer's backward)")
     setup: str | None = Field(None, description="import path of a callable run on each optimizer the checks build, "
                               "right after construction: setup(optimizer) (e.g. schedule-free's optimizer.train())")
     timeout_s: float = Field(900, gt=0, le=86400, description="a case's check still running after this many seconds fails "
