@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
+from .harness.blame import one_line
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -161,13 +162,8 @@ def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
     try:
         construct(cls, form, two_linear(), {"lr": lr, **kwargs}, "cpu")
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
-        return _first_line(exc)
+        return one_line(exc)
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
@@ -186,7 +182,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
                                        f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}"]
         except Exception as exc:  # noqa: BLE001  # then say what to fill in
             return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
-                                        f"matrices to one and the rest to the other ({_first_line(exc)}): fill in `params` "
+                                        f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
                                         "kwargs (an object: {import: \"pkg.mod:attr\"}; an instance: {call: \"pkg.mod:factory\"}; docs/specs.md)"]
     problems = {}
@@ -195,7 +191,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
             construct(cls, form, two_linear(), kwargs, "cpu")
             break
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
-            problems[form] = _first_line(exc)
+            problems[form] = one_line(exc)
     else:
         return "list", two_linear, [
             f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
@@ -243,7 +239,7 @@ def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) ->
         for _ in range(2):
             optimizer.step()
     except Exception as exc:  # the optimizer's verdict on bf16 params
-        return f"its step raised over bf16 params ({_first_line(exc)})"
+        return f"its step raised over bf16 params ({one_line(exc)})"
     seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(optimizer.state)
             if v.is_floating_point() and v.dim() > 0}
     if seen == {"bfloat16"}:
@@ -374,7 +370,7 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
             for _ in range(steps):
                 optimizer.step(loss) if closure else optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
-        return 0.0, _first_line(exc)
+        return 0.0, one_line(exc)
     tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
     return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance), None
 
@@ -489,7 +485,7 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
     try:
         construct(cls, form, params, {**base, "lr": 0.0}, "cpu").step()
     except Exception as exc:  # noqa: BLE001  # as the refusal probe's, on a second try
-        return f"raised {_first_line(exc)}"
+        return f"raised {one_line(exc)}"
     if any(not torch.equal(b, p.detach()) for b, p in zip(before, params)):
         return "moved params (its step size does not scale with lr, or a decay ignores it)"
     return None
@@ -504,7 +500,7 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     try:
         construct(cls, form, params, kwargs, "cpu").step()
     except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
-        return _first_line(exc)
+        return one_line(exc)
     return None
 
 
@@ -563,7 +559,7 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # a probe that met what it did not foresee: said in a line, never a traceback
-        print(f"error: init could not probe {optimizer}: {_first_line(exc)} (please report it to pytest-optimtest "
+        print(f"error: init could not probe {optimizer}: {one_line(exc)} (please report it to pytest-optimtest "
               "with the optimizer's package)", file=sys.stderr)
         return 1
     if output is not None and str(output) == "-":
@@ -601,7 +597,7 @@ def _laws_on_by_default_failing(registry: Any, case: Any) -> list[str]:
         try:
             check.run(case, runs)
         except AssertionError as exc:
-            failing.append(f"  #   {law}: \"<why the optimizer means it>\"  # init saw: {_first_line(exc)[:200]}")
+            failing.append(f"  #   {law}: \"<why the optimizer means it>\"  # init saw: {one_line(exc)[:200]}")
         except Exception:  # noqa: BLE001 - not applicable, vacuous, blocked, or raising: the run itself says so
             continue
     if not failing:

@@ -27,7 +27,7 @@ from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
-from .harness.blame import blame
+from .harness.blame import blame, one_line
 from .harness.diagnosis import not_comparable, run_diagnoses
 from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
@@ -226,7 +226,7 @@ class OptimtestSession:
                 except NotApplicable as exc:
                     self.outcomes[key] = f"not applicable: {exc}"
                 except (Exception, CaseTimedOut) as exc:  # any failure of the prerequisite is the reason to skip
-                    self.outcomes[key] = _why(exc)
+                    self.outcomes[key] = one_line(exc)
         return self.outcomes[key]
 
     def run_item(self, item: CheckItem) -> str | None:
@@ -274,7 +274,7 @@ class OptimtestSession:
             self.outcomes[key] = f"not applicable: {exc}"
             pytest.skip(str(exc))
         except (Exception, CaseTimedOut) as exc:
-            self.outcomes[key] = _why(exc)
+            self.outcomes[key] = one_line(exc)
             item.diagnoses = self._diagnoses(item)
             raise
         finally:
@@ -434,9 +434,3 @@ def _raise_blocked(item: CheckItem, failure: RungFailure, kind: str) -> None:
         raise Blocked(failure.blocked())
     item.root_cause = failure
     raise failure.error if failure.error is not None else AssertionError(failure.cause)
-
-
-def _why(exc: BaseException) -> str:
-    """A failure in one line, for the skip reason of the checks that needed it."""
-    lines = str(exc).splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

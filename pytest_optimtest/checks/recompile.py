@@ -8,7 +8,7 @@ from pydantic import RootModel
 
 from ..harness import torch_api
 from ..harness.compiled_run import CompiledRun
-from ..harness.blame import blame
+from ..harness.blame import blame, one_line
 from ..harness.perturbations import PerturbationError, PerturbationFailure, StepCompiles
 from ..harness.vacuity import require_compiled
 from ..harness.run_phases import SECTION_KEY, Perturbation, RecompileSpec, run_phases
@@ -149,9 +149,9 @@ def _raised_after(failed: PerturbationFailure) -> str:
     what = _named(failed.index, failed.perturbation)
     if isinstance(failed.error, PerturbationError):  # the spec asks for a change this optimizer's state cannot take
         return f"{what} cannot be made: {failed.error}"
-    found, lines = blame(failed.error), str(failed.error).strip().splitlines()
+    found = blame(failed.error)
     where = found.where or found.innermost
-    return (f"{what}, or the compiled step after it, raised {type(failed.error).__name__}" + (f": {lines[0]}" if lines else "")
+    return (f"{what}, or the compiled step after it, raised {one_line(failed.error)}"
             + (f" at {where} (the {found.owner}'s code)" if where else ""))
 
 

@@ -60,6 +60,12 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception in one line: its type and its message's first line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     """Who raised `exc`: the innermost frame that is not the standard library decides. Only frames
     below this plugin's last one count (pytest's and pluggy's above it are not the optimizer's).

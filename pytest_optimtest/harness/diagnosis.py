@@ -19,6 +19,7 @@ import torch
 
 from ..spec.case import shown_path
 from ..spec.schema import LOW_PRECISION
+from .blame import one_line
 from .compare import snapshot_differences
 from .runner import Regime, run
 from .snapshot import storage_pointer
@@ -82,7 +83,7 @@ def _rerun(case: Any, steps: int, backend: str = "inductor", **inductor_options:
                                     inductor=tuple(inductor_options.items())))
         return snapshot_differences(eager.final, compiled.final, case.tolerance)
     except Exception as exc:  # the rerun is evidence, not the verdict: its failure is reported as such
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return one_line(exc)
 
 
 def _precision_casts(run: Any) -> list[str]:

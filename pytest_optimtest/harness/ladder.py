@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import torch_api
-from .blame import blame
+from .blame import blame, one_line
 from .compare import listed, snapshot_differences
 from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
@@ -199,9 +199,4 @@ def _failure(rung: str, exc: BaseException, prefix: str = "") -> RungFailure:
         found = blame(exc.error)
     else:
         found = blame(exc, handler_frames=1 if isinstance(exc, CaseTimedOut) else 0)
-    return RungFailure(rung, prefix + _one_line(exc), found.where or found.innermost, exc)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return RungFailure(rung, prefix + one_line(exc), found.where or found.innermost, exc)
