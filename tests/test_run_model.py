@@ -39,7 +39,7 @@ SPECS = {
     "refusing": "optimizer: planted_run_model:ClosureRefusingSGD\nkwargs: {lr: 0.1}\nclosure: [false]\n"
                 "checks: [law_grads_untouched, law_closure_loss, law_descent, law_hooks]\nlaws: {descent: true}\n",
     "inner": "optimizer: planted_run_model:InnerBackwardSGD\nkwargs: {lr: 0.1}\ngrad_mode: enabled\n"
-             "checks: [parity, law_grads_untouched, law_determinism, fuzz_determinism]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
+             "checks: [parity, law_grads_untouched, law_determinism, in_backward, fuzz_determinism]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
@@ -119,7 +119,8 @@ def test_the_laws_give_a_closure_only_where_the_spec_declares_closure_variants(s
 def test_a_step_that_runs_autograd_itself_steps_with_grad_on_and_its_inner_optimizers_compare_by_state(session):
     out, _, _ = session
     assert _outcomes(out, "innerbackwardsgd-default-cpu") == {"parity": "PASSED", "law_grads_untouched": "PASSED",
-                                                                  "law_determinism": "PASSED"}, out
+                                                                  "law_determinism": "PASSED", "in_backward": "SKIPPED"}, out
+    assert "_apply_optimizer_in_backward steps it inside autograd's backward, where grad is off" in out
     assert _outcomes(out, "innerbackwardsgd-fuzz-cpu") == {"fuzz_determinism": "PASSED"}, out
 
 

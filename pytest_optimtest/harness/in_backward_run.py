@@ -62,7 +62,11 @@ class CannotApply(Exception):
 
 
 def require_param_list(case: Case) -> None:
-    """_apply_optimizer_in_backward builds one optimizer per param from a one-param list."""
+    """_apply_optimizer_in_backward builds one optimizer per param from a one-param list, and steps
+    it in a hook of autograd's backward, where grad is off."""
+    if case.grad_mode == "enabled":
+        raise CannotApply("the spec declares `grad_mode: enabled` (a step that runs autograd itself), and "
+                          "_apply_optimizer_in_backward steps it inside autograd's backward, where grad is off")
     if case.params != "list":
         raise CannotApply(f"the optimizer takes its params as {form_name(case.params)} (the spec's `params`), and "
                           "_apply_optimizer_in_backward builds one optimizer per param from a list of that param alone")
