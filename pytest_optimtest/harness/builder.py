@@ -166,6 +166,15 @@ class ClosureCompiles:
     graphs: int = 0
     kernels: int = 0
 
+    def step_not_compiled(self, step_graphs: int) -> str | None:
+        """Why the step itself was not compiled (no graph of its own), or None."""
+        if step_graphs > 0:
+            return None
+        if self.graphs:
+            return (f"the step captured no graph of its own; the closure's {self.graphs} graph(s) are not the "
+                    "step's (the step ran eagerly around a compiled closure)")
+        return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
+
 
 def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False,
                  backend: str | Callable[..., Any] = "inductor", closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:

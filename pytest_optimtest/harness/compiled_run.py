@@ -76,12 +76,7 @@ class CompiledRun:
 
     def not_compiled(self) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
-        if self.step_graph_count > 0:
-            return None
-        if self.closure.graphs:
-            return (f"the step captured no graph of its own; the closure's {self.closure.graphs} graph(s) are not the "
-                    "step's (the step ran eagerly around a compiled closure)")
-        return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
+        return self.closure.step_not_compiled(self.step_graph_count)
 
     def evidence(self) -> dict[str, Any]:
         """What this run captured of the optimizer's own step, the closure's apart: a compiled check's evidence."""

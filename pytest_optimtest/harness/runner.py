@@ -134,12 +134,7 @@ class Run:
 
     def not_compiled(self) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None; None for an eager run."""
-        if not self.regime.compiled or self.step_graphs > 0:
-            return None
-        if self.closure.graphs:
-            return (f"the step captured no graph of its own; the closure's {self.closure.graphs} graph(s) are not the "
-                    "step's (the step ran eagerly around a compiled closure)")
-        return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
+        return self.closure.step_not_compiled(self.step_graphs) if self.regime.compiled else None
 
     def recompiles_after(self, steps: int) -> list[str]:
         """Dynamo's recompile messages of the steps after the first `steps`."""
