@@ -23,6 +23,7 @@ SPECS = {
     "explode": "optimizer: planted_run_model:ExplodingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
+    "raisedist": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisedist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed, zero]\n",
     "noisydist": "optimizer: planted:NoisySGD\nname: noisydist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed]\n",
     "rounds": "optimizer: planted:PlainSGD\nkwargs: {lr: 1.0e-7}\ndtypes: [bfloat16]\nchecks: [parity, in_backward]\n",
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads, state_dict, in_backward]\n",
@@ -140,6 +141,13 @@ def test_ddps_compiled_half_of_a_step_that_compiles_wrong_anyway_is_blocked_not_
     out, _, _ = session
     assert _outcomes(out, "noisydist-default-cpu") == {"parity": "FAILED", "distributed": "SKIPPED"}
     assert "blocked by compiled_matches: in one process the compiled train step differs from eager" in out
+
+
+def test_a_compiled_train_step_that_raises_as_the_compiled_step_does_is_blocked_and_zero_still_runs(session):
+    out, _, _ = session
+    assert _outcomes(out, "raisedist-default-cpu") == {"parity": "FAILED", "distributed": "SKIPPED", "zero": "PASSED"}, out
+    assert re.search(r"SKIPPED \[1\] .*: blocked by compiled_steps: CompiledStepOnlyError: only the compiled step raised.*; eager DDP on 2 ranks "
+                     r"matches one process", out), out
 
 
 def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):

@@ -9,7 +9,7 @@ from ..harness.vacuity import Blocked, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
 from ..spec.schema import Tolerance
-from ..harness.ladder import MOVES
+from ..harness.ladder import COMPILED, MOVES
 from .base import Check, NotApplicable, Verdict
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
@@ -58,6 +58,8 @@ def _report(header: str, sections: list[tuple[str, list[str]]]) -> None:
 def check_distributed(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
+    if run.compiled_error is not None:
+        return _without_compiled(case, runs, run)
     if run.graph_count == 0:
         raise AssertionError(f"{case.id}: not compiled: torch.compile of the train step captured no graph; "
                              f"graph breaks: {run.graph_breaks or 'none'}")
@@ -81,6 +83,21 @@ def check_distributed(case: Any, runs: Any) -> Verdict:
                    f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol",
                    {"steps_compared": case.distributed.iterations, "world_size": ws, "graphs": run.graph_count,
                     "params": len(ddp), "moved_tolerances": round(moved, 3)})
+
+
+def _without_compiled(case: Any, runs: Any, run: DistributedRun) -> Verdict:
+    """The compiled train step raised: eager DDP is still compared; the compiled half is the case's
+    compiled-step rung's red where the step alone raises compiled too, else this check's own."""
+    tol, ws = _tolerance(case), case.distributed.world_size
+    _not_vacuous(run)
+    ddp = run.ranks[0].params
+    _report(f"{case.id}: after {case.distributed.iterations} train steps (DDP: {ws} {run.backend} ranks):", [
+        (f"DDP {RANKS_DISAGREE}", _ranks_agree(run, "params")),
+        ("eager DDP vs eager one-process", value_differences("param", run.eager, ddp, tol, ("one-process", "DDP rank 0")))])
+    failure = runs.ladder(case).first_failure(COMPILED)
+    if failure is None:
+        raise run.compiled_error  # type: ignore[misc]  # checked above: the compiled train step's own red
+    raise Blocked(f"{failure.blocked()}; eager DDP on {ws} ranks matches one process")
 
 
 def check_zero(case: Any, runs: Any) -> Verdict:

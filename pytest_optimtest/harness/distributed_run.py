@@ -49,6 +49,7 @@ class DistributedRun:
     graph_count: int
     graph_breaks: list[str]
     seconds: float  # the ranks, from spawn to teardown
+    compiled_error: Exception | None = None  # the compiled train step raised: no `compiled` params (ZeRO needs none)
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,13 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
     with isolated_case(case):
         initial, eager, eager_state, _ = _train_local(case, batches, compiled=False)
         torch_api.reset_compile_state()
-        _, compiled, _, _ = _train_local(case, batches, compiled=True)
+        compiled, error = {}, None
+        try:
+            _, compiled, _, _ = _train_local(case, batches, compiled=True)
+        except Exception as exc:  # the distributed check's to judge; the eager DDP and ZeRO runs stand
+            error = exc
         graphs, breaks = torch_api.captured_graph_count(), torch_api.graph_break_reasons()
-    return DistributedRun(case, initial, eager, eager_state, compiled, ranks, backend, graphs, breaks, seconds)
+    return DistributedRun(case, initial, eager, eager_state, compiled, ranks, backend, graphs, breaks, seconds, error)
 
 
 def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):

@@ -71,7 +71,7 @@ def _state_differences(where: str, opt_a: torch.optim.Optimizer, p_a: torch.Tens
         a, b = state_a[key], state_b[key]
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == p_a.shape \
                 and b.shape == p_b.shape and a.numel() == b.numel():
-            state_a[key], state_b[key] = a.reshape(-1), b.reshape(-1)
+            state_a[key], state_b[key] = a.detach().reshape(-1), b.detach().reshape(-1)  # a view made under no_grad
     return value_differences(f"{where} state", state_a, state_b, tol, labels)
 
 
