@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import cases_from
 from hypothesis import settings
 
@@ -187,3 +188,24 @@ def test_an_example_that_raises_in_torchs_code_is_called_torchs_doing():
         said = _raised_at(exc)
     assert "torch/nn/functional.py" in said and "torch's doing (raised in torch's code; the optimizer's last line before it: " in said
     assert "in step" in said
+
+
+def test_state_held_as_views_of_a_buffer_made_under_no_grad_is_compared_not_raised_on():
+    # Adams_ZeRO's state: views of a flat master buffer that requires grad, taken under no_grad;
+    # reshaping such a view with grad on raises, in the plugin's code (it did, for fuzz_determinism)
+    from types import SimpleNamespace
+
+    from pytest_optimtest.checks.hypothesis.metamorphic import _state_differences
+    from pytest_optimtest.spec.schema import Tolerance
+
+    def optimizer_with_view_state(value: float):
+        base = torch.zeros(4, requires_grad=True)
+        with torch.no_grad():
+            view = base[:2]
+            base.add_(value)
+        param = torch.nn.Parameter(torch.zeros(2))
+        return SimpleNamespace(state={param: {"m": view}}), param
+
+    (a, p_a), (b, p_b) = optimizer_with_view_state(1.0), optimizer_with_view_state(2.0)
+    problems = _state_differences("params[0]", a, p_a, b, p_b, Tolerance(atol=0.0, rtol=0.0), ("first", "second"))
+    assert len(problems) == 1 and "state['m']" in problems[0], problems
