@@ -348,3 +348,22 @@ class InnerBackwardSGD(PlainSGD):
                 with torch.no_grad():
                     p.add_(state["v"], alpha=group["lr"])
         return loss
+
+
+class ClosureLossSGD(PlainSGD):
+    """SGDOL's shape (optimal-pytorch): given a closure, its step reads the loss as a number inside
+    its loop over params, a graph break within a loop, so it compiles whole without a closure and
+    captures no graph of its own with one."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    scale = 1.0 if loss is None else 1.0 + 0.0 * loss.item()
+                    p.add_(p.grad, alpha=-group["lr"] * scale)
+        return loss

@@ -24,6 +24,8 @@ SPECS = {
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
     "raisedist": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisedist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed, zero]\n",
+    "closureloss": "optimizer: planted_run_model:ClosureLossSGD\nkwargs: {lr: 0.1}\nclosure: [false, true]\n"
+                   "checks: [parity, closure_graph_break]\n",
     "noisydist": "optimizer: planted:NoisySGD\nname: noisydist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed]\n",
     "rounds": "optimizer: planted:PlainSGD\nkwargs: {lr: 1.0e-7}\ndtypes: [bfloat16]\nchecks: [parity, in_backward]\n",
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads, state_dict, in_backward]\n",
@@ -148,6 +150,14 @@ def test_a_compiled_train_step_that_raises_as_the_compiled_step_does_is_blocked_
     assert _outcomes(out, "raisedist-default-cpu") == {"parity": "FAILED", "distributed": "SKIPPED", "zero": "PASSED"}, out
     assert re.search(r"SKIPPED \[1\] .*: blocked by compiled_steps: CompiledStepOnlyError: only the compiled step raised.*; eager DDP on 2 ranks "
                      r"matches one process", out), out
+
+
+def test_a_step_that_compiles_nothing_of_its_own_given_a_closure_is_its_closure_cases_one_red(session):
+    out, _, _ = session
+    assert _outcomes(out, "closurelosssgd-default-cpu") == {"parity": "PASSED", "closure_graph_break": "SKIPPED"}, out
+    assert _outcomes(out, "closurelosssgd-default-closure-cpu") == {"parity": "FAILED"}, out
+    assert re.search(r"SKIPPED \[1\] .*: blocked by graph_captured: .*\(case closurelosssgd-default-closure-cpu, whose parity "
+                     r"item is that red\)", out), out
 
 
 def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):

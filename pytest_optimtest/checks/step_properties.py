@@ -7,9 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..harness.compare import listed, snapshot_differences
-from ..harness.ladder import COMPARED_COMPILED
+from ..harness.ladder import COMPARED_COMPILED, COMPILED
 from ..harness.runner import MissingGrads, Regime, Run
-from ..harness.vacuity import require_compiled, require_moved
+from ..harness.vacuity import Blocked, require_compiled, require_moved
 from .base import Check, Verdict
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
@@ -51,7 +51,7 @@ def check_closure_graph_break(case: Any, runs: Any) -> Verdict:
     if problems:
         raise AssertionError(f"{case.id}: compiled step(closure) with a graph break differs from eager after "
                              f"{eager.steps} steps:" + listed(problems))
-    moved = _require_meaningful(case, eager, compiled, f"over {eager.steps} steps")
+    moved = _require_meaningful(case, eager, compiled, f"over {eager.steps} steps", runs)
     breaks = sum(compiled.graph_breaks.values())
     return Verdict(f"{eager.steps} steps equal; the step's own {compiled.step_graphs} graph(s), the closure's "
                    f"{compiled.closure.graphs} apart; graph breaks: {breaks}; moved {moved:.3g} tol",
@@ -60,10 +60,15 @@ def check_closure_graph_break(case: Any, runs: Any) -> Verdict:
                     "closure_calls": eager.closure_calls, "moved_tolerances": round(moved, 3)})
 
 
-def _require_meaningful(case: Any, eager: Run, compiled: Run, over: str) -> float:
-    """Tolerances the eager run moved: the evidence, or the reason there is none."""
+def _require_meaningful(case: Any, eager: Run, compiled: Run, over: str, runs: Any = None) -> float:
+    """Tolerances the eager run moved: the evidence, or the reason there is none. A step that
+    captures no graph of its own given a closure is its closure case's root cause, where there is one."""
     why = compiled.not_compiled()
     if why and compiled.closure.graphs:
+        variant = case.closure_variant() if runs is not None else None
+        failure = runs.ladder(variant).first_failure(COMPILED) if variant is not None else None
+        if variant is not None and failure is not None:
+            raise Blocked(f"{failure.blocked()} (case {variant.id}, whose parity item is that red)")
         raise AssertionError(f"{case.id}: not compiled: {why}, so matching eager proves nothing")
     require_compiled(case.id, compiled.step_graphs, "matching eager proves nothing")
     return require_moved(case.id, eager.initial, eager.final.params, case.tolerance, case.min_movement, over,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .schema import DEFAULT_TOLERANCES, DistributedSpec, Tolerance
@@ -67,6 +67,14 @@ class Case:
     @property
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
+
+    def closure_variant(self) -> Case | None:
+        """This case with a closure, as its spec generates it (id included: its runs are that case's),
+        or None where the spec declares no closure variant."""
+        if self.closure or True not in self.closure_forms:
+            return None
+        tail = f"-{self.dtype}-{self.device}" if self.dtype != "float32" else f"-{self.device}"
+        return replace(self, id=f"{self.id.removesuffix(tail)}-closure{tail}", closure=True)
 
     def __repr__(self) -> str:
         """Code that loads this case again: what a falsifying example prints."""
