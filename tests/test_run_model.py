@@ -19,7 +19,8 @@ TESTS = Path(__file__).resolve().parent
 SPECS = {
     "typo": "optimizer: planted_run_model:TypoSGD\nkwargs: {lr: 0.1}\n"
             "checks: [parity, kernel_count, recompile, graph_breaks, in_backward, in_backward_no_hook, compile_time]\n",
-    "idle": "optimizer: planted_run_model:IdleSGD\nkwargs: {lr: 0.1}\nchecks: [parity, in_backward, in_backward_no_hook]\n",
+    "idle": "optimizer: planted_run_model:IdleSGD\nkwargs: {lr: 0.1}\nchecks: [parity, in_backward, in_backward_no_hook, law_descent]\n"
+            "laws: {descent: true}\n",
     "explode": "optimizer: planted_run_model:ExplodingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
@@ -94,10 +95,10 @@ def test_a_step_that_raises_is_one_red_and_blocks_the_rest_of_its_case(session):
 def test_a_step_that_moves_nothing_is_one_red_not_a_vacuous_pass_per_check(session):
     out, report, _ = session
     outcomes = _outcomes(out, "idlesgd-default-cpu")
-    assert outcomes == {"parity": "FAILED", "in_backward": "SKIPPED", "in_backward_no_hook": "SKIPPED"}, outcomes
+    assert outcomes == {"parity": "FAILED", "in_backward": "SKIPPED", "in_backward_no_hook": "SKIPPED", "law_descent": "SKIPPED"}, outcomes
     assert "the optimizer's step moved nothing" in out
     kinds = {r["check"]: (r["verdict"] or {}).get("kind") for r in report["items"] if r["case"] == "idlesgd-default-cpu"}
-    assert kinds == {"parity": "root_cause", "in_backward": "blocked", "in_backward_no_hook": "vacuous"}
+    assert kinds == {"parity": "root_cause", "in_backward": "blocked", "in_backward_no_hook": "vacuous", "law_descent": "blocked"}
 
 
 def test_a_diverged_run_is_not_compared_and_strict_mode_fails_it(session):

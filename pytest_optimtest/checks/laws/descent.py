@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...harness.builder import law_closure
+from ...harness.ladder import MOVES
 from ...harness.law_runs import descent_losses
 from ...spec.values import resolve
 from ..base import Check, Verdict
@@ -44,6 +45,7 @@ def _names_maximize(optimizer_cls: type) -> bool:
 
 LAW_DESCENT = Check("law_descent", check_descent, "steps on a convex problem lower the loss (raise it under maximize)",
                     "primary", section=Laws, section_key=SECTION_KEY, declared=lambda laws: bool(laws and laws.descent),
+                    rungs=MOVES,  # a step that moves nothing fails descent too: the eager_moves rung's one red
                     proves=("Closure steps on a convex least-squares problem lower the loss (raise it under maximize), contiguous and not. Evidence: "
                             "the first and last loss."),
                     red="A sign error, a diverging update, a non-contiguous param mishandled: the optimizer's.")
