@@ -27,6 +27,7 @@ SPECS = {
     "raisedist": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisedist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed, zero]\n",
     "closureloss": "optimizer: planted_run_model:ClosureLossSGD\nkwargs: {lr: 0.1}\nclosure: [false, true]\n"
                    "checks: [parity, closure_graph_break]\n",
+    "rankkill": "optimizer: planted_run_model:RankKillingSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\nfsdp: {compiled: false}\n",
     "noisydist": "optimizer: planted:NoisySGD\nname: noisydist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed]\n",
     "rounds": "optimizer: planted:PlainSGD\nkwargs: {lr: 1.0e-7}\ndtypes: [bfloat16]\nchecks: [parity, in_backward]\n",
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads, state_dict, in_backward]\n",
@@ -159,6 +160,12 @@ def test_a_step_that_compiles_nothing_of_its_own_given_a_closure_is_its_closure_
     assert _outcomes(out, "closurelosssgd-default-closure-cpu") == {"parity": "FAILED"}, out
     assert re.search(r"SKIPPED \[1\] .*: blocked by graph_captured: .*\(case closurelosssgd-default-closure-cpu, whose parity "
                      r"item is that red\)", out), out
+
+
+def test_ranks_that_die_in_the_sharded_run_are_fsdps_one_red_and_block_checkpoint(session):
+    out, _, _ = session
+    assert _outcomes(out, "rankkillingsgd-default-cpu") == {"fsdp": "FAILED", "checkpoint": "SKIPPED"}, out
+    assert re.search(r"SKIPPED \[1\] .*: blocked by fsdp: rank 0 failed \(exit code 3\)", out), out
 
 
 def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):

@@ -12,6 +12,7 @@ from ..harness import torch_api
 from ..harness.compare import listed, median_ratio, snapshot_differences, value_differences
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
+from ..harness.ranks import RankFailure
 from ..harness.vacuity import Blocked, Vacuous, require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..harness.ladder import MOVES
@@ -131,7 +132,12 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
 
 
 def check_checkpoint(case: Any, runs: Any) -> Verdict:
-    run = _run(case, runs)
+    try:
+        run = _run(case, runs)
+    except RankFailure as exc:  # the ranks of the one sharded run both read crashed or hung: fsdp's red
+        if "fsdp" not in case.checks:
+            raise
+        raise Blocked(f"blocked by fsdp: {str(exc).splitlines()[0]}") from None
     if run.eager.error and "fsdp" in case.checks:  # the one sharded run both read: fsdp's red, not a second one
         raise Blocked(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
                             f"{run.eager.error.splitlines()[0]}")
