@@ -79,6 +79,12 @@ def test_a_property_draws_no_case_whose_eager_step_fails_one_root_cause_is_one_r
     assert _outcomes(out, "closureflagsgd-fuzz-cpu") == {"fuzz_determinism": "PASSED"}, out
 
 
+def test_a_propertys_record_is_its_optimizers_so_the_table_gives_it_that_row(session):
+    _, report, _ = session
+    optimizers = {r["optimizer"] for r in report["items"] if r["case"] == "closureflagsgd-fuzz-cpu"}
+    assert optimizers == {"planted_run_model:ClosureFlagSGD"}
+
+
 def test_a_step_that_raises_is_one_red_and_blocks_the_rest_of_its_case(session):
     out, report, _ = session
     outcomes = _outcomes(out, "typosgd-default-cpu")

@@ -148,6 +148,12 @@ class FuzzCase:
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
 
+    @property
+    def optimizer(self) -> str | None:
+        """The optimizer whose cases the properties draw (its report rows are that optimizer's); None
+        for module-tree properties."""
+        return self.cases[0].optimizer if self.cases else None
+
     def drawable(self, base_check: str) -> tuple[Case, ...]:
         """The cases a property may draw: those its base check is neither skipped nor xfailed for."""
         return tuple(c for c in self.cases if base_check not in c.skip and base_check not in c.xfail)
