@@ -69,6 +69,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     draws = _draws_random(probe, form, base, dtype)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype) if has_lr else None
+    closure_line = _closure_line(probe, form, factory, base, dtype)
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
@@ -99,8 +100,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     lines += [
         *low_precision_lines,
         *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if has_lr else []),
-        _closure_line(probe, form, factory, base, dtype),
-        *_grad_mode_lines(probe, form, factory, base, dtype),
+        closure_line,
+        *_grad_mode_lines(probe, form, factory, base, dtype, closure_line.startswith("closure: [true]")),
         *(["fallback_random: true  # its step draws from torch's RNG: compiled with inductor's fallback_random, the draws "
            "match eager's (per-param regimes, in-backward, ZeRO, FSDP, still draw in another order)"] if draws else []),
         "devices: [cpu, cuda]",
@@ -393,10 +394,10 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) ->
     return stored, dropped
 
 
-def _grad_mode_lines(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> list[str]:
+def _grad_mode_lines(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype, closure: bool) -> list[str]:
     """`grad_mode: enabled` for a step that raises under no_grad, where the plugin steps, and steps
-    with grad on, as a training loop does (Recursive's runs its inner optimizer's backward)."""
-    closure = _closure_line(cls, form, factory, kwargs, dtype).startswith("closure: [true]")
+    with grad on, as a training loop does (Recursive's runs its inner optimizer's backward); `closure`:
+    the step needs one."""
     under_no_grad = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure, grad=False)[1]
     if under_no_grad is None or _stepped_with(cls, form, kwargs, factory, 1, dtype, closure)[1] is not None:
         return []

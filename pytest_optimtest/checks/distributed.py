@@ -58,24 +58,27 @@ def _report(header: str, sections: list[tuple[str, list[str]]]) -> None:
 def check_distributed(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
-    if run.compiled_error is not None:
-        return _without_compiled(case, runs, run)
-    if run.graph_count == 0:
+    raised = run.compiled_error
+    if raised is None and run.graph_count == 0:
         raise AssertionError(f"{case.id}: not compiled: torch.compile of the train step captured no graph; "
                              f"graph breaks: {run.graph_breaks or 'none'}")
     moved = _not_vacuous(run)
     ddp = run.ranks[0].params
-    versus_ddp = value_differences("param", ddp, run.compiled, tol, ("DDP rank 0", "compiled"))
-    alone = value_differences("param", run.eager, run.compiled, tol)
+    alone = [] if raised else value_differences("param", run.eager, run.compiled, tol)
     sections = [
         (f"DDP {RANKS_DISAGREE}", _ranks_agree(run, "params")),
         ("eager DDP vs eager one-process", value_differences("param", run.eager, ddp, tol, ("one-process", "DDP rank 0"))),
         # a compiled step that differs from eager in one process already is parity's red (compiled_matches), not DDP's
         ("compiled one-process vs DDP (in one process compiled equals eager: the difference shows only against DDP)",
-         [] if alone else versus_ddp),
+         [] if raised or alone else value_differences("param", ddp, run.compiled, tol, ("DDP rank 0", "compiled"))),
     ]
     _report(f"{case.id}: after {case.distributed.iterations} train steps on a global batch of "
             f"{case.distributed.batch} (DDP: {ws} {run.backend} ranks x {case.distributed.batch // ws}):", sections)
+    if raised is not None:  # the compiled-step rung's red where the step alone raises compiled too, else this check's
+        failure = runs.ladder(case).first_failure(COMPILED)
+        if failure is None:
+            raise raised
+        raise Blocked(f"{failure.blocked()}; eager DDP on {ws} ranks matches one process")
     if alone:
         raise Blocked(f"blocked by compiled_matches: in one process the compiled train step differs from eager "
                             f"({len(alone)} params; parity's red); eager DDP on {ws} ranks matches one process")
@@ -83,21 +86,6 @@ def check_distributed(case: Any, runs: Any) -> Verdict:
                    f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol",
                    {"steps_compared": case.distributed.iterations, "world_size": ws, "graphs": run.graph_count,
                     "params": len(ddp), "moved_tolerances": round(moved, 3)})
-
-
-def _without_compiled(case: Any, runs: Any, run: DistributedRun) -> Verdict:
-    """The compiled train step raised: eager DDP is still compared; the compiled half is the case's
-    compiled-step rung's red where the step alone raises compiled too, else this check's own."""
-    tol, ws = _tolerance(case), case.distributed.world_size
-    _not_vacuous(run)
-    ddp = run.ranks[0].params
-    _report(f"{case.id}: after {case.distributed.iterations} train steps (DDP: {ws} {run.backend} ranks):", [
-        (f"DDP {RANKS_DISAGREE}", _ranks_agree(run, "params")),
-        ("eager DDP vs eager one-process", value_differences("param", run.eager, ddp, tol, ("one-process", "DDP rank 0")))])
-    failure = runs.ladder(case).first_failure(COMPILED)
-    if failure is None:
-        raise run.compiled_error  # type: ignore[misc]  # checked above: the compiled train step's own red
-    raise Blocked(f"{failure.blocked()}; eager DDP on {ws} ranks matches one process")
 
 
 def check_zero(case: Any, runs: Any) -> Verdict:

@@ -66,9 +66,10 @@ def _require_meaningful(case: Any, eager: Run, compiled: Run, over: str, runs: A
     why = compiled.not_compiled()
     if why and compiled.closure.graphs:
         variant = case.closure_variant() if runs is not None else None
-        failure = runs.ladder(variant).first_failure(COMPILED) if variant is not None else None
-        if variant is not None and failure is not None:
-            raise Blocked(f"{failure.blocked()} (case {variant.id}, whose parity item is that red)")
+        if variant is not None:
+            failure = runs.ladder(variant).first_failure(COMPILED)
+            if failure is not None:
+                raise Blocked(f"{failure.blocked()} (case {variant.id}, whose parity item is that red)")
         raise AssertionError(f"{case.id}: not compiled: {why}, so matching eager proves nothing")
     require_compiled(case.id, compiled.step_graphs, "matching eager proves nothing")
     return require_moved(case.id, eager.initial, eager.final.params, case.tolerance, case.min_movement, over,

@@ -212,10 +212,10 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
     return torch.view_as_real(value), trajectory
 
 
-def descent_losses(case: Any, steps: int) -> list[float]:
+def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
     """On a small least-squares problem with a contiguous and a transposed (non-contiguous) param,
-    the loss before each closure step and after the last, measured in float64 (a bf16 loss cannot
-    show the small steps a bf16 optimizer takes)."""
+    the loss before each step and after the last, measured in float64 (a bf16 loss cannot show the
+    small steps a bf16 optimizer takes); and whether the steps were given the closure (law_closure)."""
     with isolated_case(case):
         seed_all(case.seed)
         at = {"device": case.device, "dtype": param_dtype(case)}
@@ -250,4 +250,4 @@ def descent_losses(case: Any, steps: int) -> list[float]:
             with step_grad_mode(case):  # the closure enables grad for itself, as the harness's closures do
                 optimizer.step(closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
         losses.append(measured())
-    return losses
+    return losses, with_closure

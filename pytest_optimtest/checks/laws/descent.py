@@ -8,7 +8,6 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
-from ...harness.builder import law_closure
 from ...harness.ladder import MOVES
 from ...harness.law_runs import descent_losses
 from ...spec.values import resolve
@@ -21,11 +20,10 @@ def check_descent(case: Any, runs: Any) -> Verdict:
     steps = max(laws_of(case).descent_steps or 0, case.steps)
     said: list[str] = []
     evidence: dict[str, Any] = {"steps": steps}
-    closure = law_closure(case, resolve(case.optimizer))[0]
-    stepped = f"{steps} {'closure steps' if closure else 'steps (the spec declares no closure variant)'}"
     directions = [False] + ([True] if _names_maximize(resolve(case.optimizer)) else [])
     for maximize in directions:
-        losses = descent_losses(replace(case, kwargs={**case.kwargs, "maximize": True}) if maximize else case, steps)
+        losses, closure = descent_losses(replace(case, kwargs={**case.kwargs, "maximize": True}) if maximize else case, steps)
+        stepped = f"{steps} {'closure steps' if closure else 'steps without a closure'}"
         start, end = losses[0], losses[-1]
         if not (end > start if maximize else end < start):
             trend = ", ".join(f"{x:.4g}" for x in losses[:: max(1, len(losses) // 8)])
