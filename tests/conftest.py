@@ -1,4 +1,5 @@
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -7,6 +8,13 @@ sys.path.insert(0, str(Path(__file__).parent))  # planted.py and helpers.py
 import pytest
 
 PYTESTER_ADDOPTS = "-p no:randomly --optim-device cpu"
+
+# A torch with Triton (any CUDA build) starts a pool of one compile process per core in every process at
+# its first compile (inductor's warm pool). Here that is each xdist worker, each nested pytest session and
+# each rank they start: on a 16-core GPU machine, hundreds of processes importing torch at once, for graphs
+# of a few kernels. The suite compiles in process, and its nested sessions inherit it; a contributor's own
+# setting wins.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's

@@ -398,6 +398,13 @@ def rank_pid(payload, rank: int, world_size: int) -> tuple[int, int]:
     return os.getpid(), int(total)
 
 
+def rank_compile_threads(payload, rank: int, world_size: int) -> int:
+    """A rank job: the number of compile processes inductor would start in this rank."""
+    import torch._inductor.config
+
+    return torch._inductor.config.compile_threads
+
+
 def rank_exit(payload: int, rank: int, world_size: int) -> None:
     """A rank job: rank 1 exits with code `payload`; rank 0 waits in an all-reduce."""
     import torch.distributed as dist

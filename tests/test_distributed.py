@@ -104,6 +104,26 @@ def test_a_session_keeps_its_ranks_until_a_job_fails():
     _assert_gone([pid for pid, _ in fresh])
 
 
+def test_ranks_compile_in_process_unless_the_user_says_otherwise(monkeypatch):
+    # a torch with Triton would otherwise start a compile process per core in each rank of each xdist worker
+    job = RankJob("planted:rank_compile_threads", None, 2, "gloo", 60)
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    pools = RankPools()
+    assert pools.run(job) == [1, 1]
+    pools.close()
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    pools = RankPools()
+    assert pools.run(job) == [2, 2]
+    pools.close()
+
+
+def test_the_suite_compiles_in_process():
+    # conftest.py sets it before anything imports inductor, which reads it once
+    import torch._inductor.config
+
+    assert torch._inductor.config.compile_threads == int(os.environ["TORCHINDUCTOR_COMPILE_THREADS"])
+
+
 def _assert_gone(pids):
     assert len(pids) == 2
     for pid in pids:

@@ -146,15 +146,24 @@ class RankPool:
         self._store = None
 
 
-def _start(folder: Path, rank: int, port: int) -> subprocess.Popen:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)  # the ranks import what this process can
+def rank_environment(environ: dict[str, str]) -> dict[str, str]:
+    """A rank's environment: this process's, importing what it can, where the user set nothing else."""
+    env = dict(environ)
+    env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
     env.setdefault("GLOO_SOCKET_IFNAME", "lo" if sys.platform.startswith("linux") else "lo0")
+    # torch builds with Triton (CUDA builds) start a pool of one compile process per core in every process
+    # at its first compile (inductor's warm pool): ranks x xdist workers multiply it, for graphs this small.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return env
+
+
+def _start(folder: Path, rank: int, port: int) -> subprocess.Popen:
     log = open(folder / f"rank{rank}.log", "wb")
     with log:
         return subprocess.Popen(
             [sys.executable, "-m", "pytest_optimtest.harness.rank_worker", str(folder), str(rank), HOST, str(port)],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=rank_environment(dict(os.environ)),
+            start_new_session=True,
         )
 
 
