@@ -171,7 +171,8 @@ def test_a_step_that_compiles_nothing_of_its_own_given_a_closure_is_its_closure_
 def test_ranks_that_die_in_the_sharded_run_are_fsdps_one_red_and_block_checkpoint(session):
     out, _, _ = session
     assert _outcomes(out, "rankkillingsgd-default-cpu") == {"fsdp": "FAILED", "checkpoint": "SKIPPED"}, out
-    assert re.search(r"SKIPPED \[1\] .*: blocked by fsdp: rank 0 failed \(exit code 3\)", out), out
+    # every rank exits; which one the harness sees first is a race
+    assert re.search(r"SKIPPED \[1\] .*: blocked by fsdp: rank [01] failed \(exit code 3\)", out), out
 
 
 def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
