@@ -146,9 +146,9 @@ class RankPool:
         self._store = None
 
 
-def rank_environment(environ: dict[str, str]) -> dict[str, str]:
+def _environment() -> dict[str, str]:
     """A rank's environment: this process's, importing what it can, where the user set nothing else."""
-    env = dict(environ)
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
     env.setdefault("GLOO_SOCKET_IFNAME", "lo" if sys.platform.startswith("linux") else "lo0")
     # torch builds with Triton (CUDA builds) start a pool of one compile process per core in every process
@@ -162,8 +162,7 @@ def _start(folder: Path, rank: int, port: int) -> subprocess.Popen:
     with log:
         return subprocess.Popen(
             [sys.executable, "-m", "pytest_optimtest.harness.rank_worker", str(folder), str(rank), HOST, str(port)],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=rank_environment(dict(os.environ)),
-            start_new_session=True,
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=_environment(), start_new_session=True,
         )
 
 
