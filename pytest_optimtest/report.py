@@ -56,7 +56,7 @@ def _relative(path: str) -> str:
 _generated_path = re.compile(r"[^\s(]*torchinductor\S*?\.py:\d+")
 GENERATED = "<code inductor generated>"
 # A cause's numbers (how far apart, how many elements, at which index) are the case's, not the cause's:
-# one mechanism that differs by other amounts in each case is one root cause.
+# one mechanism that differs by other amounts in each case (or names the case in its reproducer) is one root cause.
 _number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 # Rungs whose failure is one fact of the optimizer, worded per case (a closure case says the closure's
 # graphs are not the step's; each case names its lr): one root cause per optimizer, whatever the words.
@@ -87,7 +87,7 @@ class Results:
             if verdict.get("kind") not in ("root_cause", "blocked") or "rung" not in verdict:
                 continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
             cause = _generated_path.sub(GENERATED, verdict["cause"])
-            mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", cause)
+            mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", cause.replace(r["case"], "<case>"))
             key = (r.get("optimizer") or r["spec"], verdict["rung"], mechanism,
                    "" if not mechanism else _generated_path.sub(GENERATED, verdict.get("where", "")))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": cause, "where": key[3],

@@ -168,3 +168,42 @@ class MuonStyleSGD(PlainSGD):
                     p.add_(p.grad / p.grad.norm().clamp_min(1e-8), alpha=-group["lr"])
                 else:
                     p.add_(p.grad, alpha=-group["lr"])
+
+
+class StepCountingSGD(PlainSGD):
+    """Counts its steps and keeps the last loss on itself, as many packages do: torch 2.13's dynamo
+    drops both writes inside a compiled step."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.steps_taken = 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        self.steps_taken += 1
+        self.last_loss = loss
+        return loss
+
+
+class ClosureLossSGD(PlainSGD):
+    """Stashes the closure's loss on itself, checks it with .item() (a graph break) and reads it back in
+    its update: compiled, the write is dropped at the break and the read raises."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.closure_loss = loss
+        if loss is not None and not math.isfinite(loss.item()):
+            raise ValueError("the closure's loss is not finite")
+        self._update()
+        return loss
+
+    def _update(self) -> None:
+        scale = 1.0 if self.closure_loss is None else 0.5
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] * scale)

@@ -35,6 +35,9 @@ SPECS = {
              "params:\n  - {min_ndim: 2, argument: matrix_params}\n  - {argument: params}\n",
     "matrices": "optimizer: planted_unseen:MatrixOnlySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
                 "model: pytest_optimtest.models:two_linear_no_bias\n",
+    "counting": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
+                "cases:\n  - name: a\n  - name: b\n    kwargs: {lr: 0.05}\n",
+    "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
 }
 
 
@@ -106,6 +109,26 @@ def test_a_step_that_raises_only_when_compiled_says_so(session):
     text = _failure(out, "specs/compiledonly.yaml::compiledonlyraise-default-cpu::parity")
     assert "only the compiled step raised, at step 1: TorchRuntimeError" in text
     assert "the eager step ran the same step without error" in text
+
+
+def test_attribute_writes_that_dynamo_drops_are_torchs_doing_with_a_reproducer_and_one_root_cause(session):
+    from pytest_optimtest.harness.diagnosis import drops_optimizer_attribute_writes
+
+    out, report = session
+    if not drops_optimizer_attribute_writes():  # a torch whose dynamo writes them back: both pass
+        assert _outcome(out, "specs/counting.yaml::stepcountingsgd-a-cpu::parity") == "PASSED"
+        assert _outcome(out, "specs/stash.yaml::closurelosssgd-default-closure-cpu::parity") == "PASSED"
+        return
+    counting = _failure(out, "specs/counting.yaml::stepcountingsgd-a-cpu::parity")
+    stash = _failure(out, "specs/stash.yaml::closurelosssgd-default-closure-cpu::parity")
+    assert "optimizer attribute['steps_taken']: compiled 0 != eager" in counting
+    assert "torch's doing (dynamo): the installed torch drops attribute writes on a torch.optim.Optimizer" in counting
+    assert "the compiled optimizer's last_loss, steps_taken differ for that reason" in counting
+    assert "python -m pytest_optimtest.harness.diagnosis" in counting and "whose doing: the optimizer's" not in counting
+    assert "'ClosureLossSGD' object has no attribute 'closure_loss'" in stash
+    assert "torch's doing (dynamo): the step reads an attribute of the optimizer that eager's step sets" in stash
+    [cause] = [c for c in report["root_causes"] if c["optimizer"].endswith("StepCountingSGD")]
+    assert cause["cases"] == ["stepcountingsgd-a-cpu", "stepcountingsgd-b-cpu"] and cause["red"] == 2
 
 
 def test_an_optimizer_idle_on_its_first_step_makes_the_no_hook_check_vacuous_not_failed(session):

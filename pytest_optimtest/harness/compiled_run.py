@@ -18,8 +18,10 @@ from typing import Any
 import torch
 
 from ..spec.case import Case
+from ..spec.values import resolve
 from .blame import blame
 from .builder import ClosureCompiles
+from .diagnosis import dropped_writes_in_words, drops_optimizer_attribute_writes
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles
 from .run_phases import SETTLE_STEPS, run_phases
 from .runner import Regime, Run, run
@@ -29,10 +31,14 @@ from .snapshot import OptimizerSnapshot
 class CompiledStepOnlyError(Exception):
     """The compiled step raised where the eager step, given the same state, did not."""
 
-    def __init__(self, step: int, error: Exception) -> None:
+    def __init__(self, step: int, error: Exception, optimizer_name: str = "") -> None:
         found = blame(error)
+        on_optimizer = isinstance(error, AttributeError) and f"'{optimizer_name}' object has no attribute" in str(error)
         if found.generated:
             cause = f"the code inductor generated for the step raised it ({found.innermost}): torch's doing"
+        elif on_optimizer and drops_optimizer_attribute_writes():
+            cause = ("torch's doing (dynamo): the step reads an attribute of the optimizer that eager's step sets, "
+                     f"and {dropped_writes_in_words()}")
         else:
             cause = ("so the difference is torch.compile's (dynamo traced the step differently from Python, e.g. an "
                      "attribute write it dropped), not the optimizer's arithmetic")
@@ -128,7 +134,7 @@ def run_compiled(case: Case, perturb: bool = True) -> CompiledRun:
             raise failed.error
         if eager.failure is not None:  # the eager step raises too: the optimizer's own error, from the eager step
             raise eager.failure.error
-        raise CompiledStepOnlyError(failed.step, failed.error)
+        raise CompiledStepOnlyError(failed.step, failed.error, getattr(resolve(case.optimizer), "__name__", ""))
     return _assembled(case, eager, compiled, perturb)
 
 

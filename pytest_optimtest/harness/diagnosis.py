@@ -6,12 +6,17 @@ Each diagnosis is one line for the failure and the JSON report. What is looked f
 - an optimizer that draws from the global RNG while it is compiled without fallback_random
   (inductor's RNG differs from eager's by design: the spec should set fallback_random), and
   whether the run with fallback_random then matches;
+- optimizer attributes the compiled run lacks or left stale, where the installed torch's dynamo
+  drops attribute writes on a torch.optim.Optimizer (a plain-torch probe tells: torch's doing);
 - whether the same steps compiled with `aot_eager` (dynamo and AOTAutograd, no inductor) match
   eager: then the difference is inductor's, else it was already in the traced graph.
+
+`python -m pytest_optimtest.harness.diagnosis` runs the plain-torch reproducers on the installed torch.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +25,7 @@ import torch
 from ..spec.case import shown_path
 from ..spec.schema import LOW_PRECISION
 from .blame import one_line
-from .compare import snapshot_differences
+from .compare import snapshot_differences, value_differences
 from .runner import Regime, run
 from .snapshot import storage_pointer
 from .vacuity import Vacuous
@@ -31,7 +36,7 @@ def parity_diagnoses(run: Any) -> list[str]:
     decides between mechanisms runs here, once, when parity has already failed."""
     if "parity" in run.case.xfail:  # its reason already names the mechanism: no reruns for a verdict nobody reads
         return _storage_and_rng(run, rerun=False)
-    return [*_storage_and_rng(run), *_precision_casts(run), _aot_eager(run)]
+    return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), _aot_eager(run)]
 
 
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an
@@ -118,6 +123,46 @@ def _aot_eager(run: Any) -> str:
             f"behaviour), not in inductor's code; {_reproduce(case)}")
 
 
+def _dropped_attribute_writes(run: Any) -> list[str]:
+    """The optimizer attributes that differ between the runs, when the installed torch's dynamo
+    drops attribute writes on an optimizer: then those differences are torch's, not the step's."""
+    eager, compiled, tol = run.eager.attrs, run.compiled.attrs, run.case.tolerance
+    differing = [name for name in sorted(eager.keys() | compiled.keys())
+                 if value_differences(name, {name: eager[name]} if name in eager else {},
+                                      {name: compiled[name]} if name in compiled else {}, tol)]
+    if not differing or not drops_optimizer_attribute_writes():
+        return []
+    return [f"torch's doing (dynamo): {dropped_writes_in_words()}; the compiled optimizer's {', '.join(differing)} "
+            "differ for that reason (and any value the step computes from them with them)"]
+
+
+def dropped_writes_in_words() -> str:
+    """What the attribute-write probe found, with its reproducer and the optimizer author's way around it."""
+    return ("the installed torch drops attribute writes on a torch.optim.Optimizer inside a compiled region "
+            "(`self.n += 1` or `self.x = ...` in step is never written back; dynamo wraps the optimizer without "
+            "tracking its attribute mutations; pytorch/pytorch#171590 is the same path); plain-torch reproducer: "
+            "python -m pytest_optimtest.harness.diagnosis; keep such values in self.state or a param group, which "
+            "dynamo writes back, or set them outside the compiled step")
+
+
+@functools.cache
+def drops_optimizer_attribute_writes() -> bool:
+    """Plain torch: whether an attribute written on an optimizer in a compiled function is lost (once a process)."""
+
+    class Probe(torch.optim.Optimizer):
+        def __init__(self) -> None:
+            super().__init__([torch.zeros(1)], {})
+            self.count = 0
+
+        def step(self, closure: None = None) -> None:  # type: ignore[override]
+            self.count += 1
+            self.param_groups[0]["params"][0].add_(1)  # a graph to capture: a frame without one runs eagerly
+
+    probe = Probe()
+    torch.compile(probe.step, backend="eager")()
+    return probe.count != 1
+
+
 def _storage_and_rng(run: Any, rerun: bool = True) -> list[str]:
     lines = []
     aliased = sorted(run.compiled_aliases - run.eager_aliases)
@@ -157,3 +202,6 @@ if __name__ == "__main__":
     shared = _alias_reproducer()
     print(f"torch {torch.__version__}: the compiled step's new momentum buffer "
           + ("shares the grad's storage (the bug is present)" if shared else "has storage of its own (no aliasing)"))
+    dropped = drops_optimizer_attribute_writes()
+    print(f"torch {torch.__version__}: `self.count += 1` in an optimizer's compiled step "
+          + ("is lost (the bug is present)" if dropped else "is written back (no dropped writes)"))
