@@ -62,7 +62,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
     stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"))
-    flag_cases = [(flag, value, *_constructible(probe, lr, {flag: value}, defaults, form)) for flag, value in
+    flag_cases = [(flag, value, *_constructible(probe, base, {flag: value}, defaults, form)) for flag, value in
                   ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
     every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
     shapes, shape_notes = _shape_claims(probe, form, every_case, dtype)
@@ -144,24 +144,24 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
                    "put your values"]
 
 
-def _constructible(cls: type, lr: float, kwargs: dict, defaults: dict, form: Any) -> tuple[dict | None, str]:
-    """(kwargs the constructor accepts, a note): `kwargs` as given; else with a zero-default number
-    that the rejection names set to 0.9 (SGD's nesterov needs momentum); else (None, why)."""
-    problem = _rejection(cls, lr, kwargs, form)
+def _constructible(cls: type, base: dict, kwargs: dict, defaults: dict, form: Any) -> tuple[dict | None, str]:
+    """(kwargs the constructor accepts over `base`, a note): `kwargs` as given; else with a zero-default
+    number that the rejection names set to 0.9 (SGD's nesterov needs momentum); else (None, why)."""
+    problem = _rejection(cls, base, kwargs, form)
     if problem is None:
         return kwargs, ""
     for name, default in defaults.items():
         if name in problem and name not in kwargs and isinstance(default, (int, float)) \
                 and not isinstance(default, bool) and default == 0:
             fixed = {**kwargs, name: 0.9}
-            if _rejection(cls, lr, fixed, form) is None:
+            if _rejection(cls, base, fixed, form) is None:
                 return fixed, f"with {name}: 0.9, since alone it is rejected: {problem}"
     return None, f"{getattr(cls, 'func', cls).__name__} rejects it: {problem}"  # a partial binds the required kwargs
 
 
-def _rejection(cls: type, lr: float, kwargs: dict, form: Any) -> str | None:
+def _rejection(cls: type, base: dict, kwargs: dict, form: Any) -> str | None:
     try:
-        construct(cls, form, two_linear(), {"lr": lr, **kwargs}, "cpu")
+        construct(cls, form, two_linear(), {**base, **kwargs}, "cpu")
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
         return one_line(exc)
     return None
@@ -210,10 +210,41 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
                   '  - {reason: "a sparse-gradient optimizer: the plugin\'s models give dense grads (sparse ones, as '
                   'nn.Embedding(sparse=True) gives, are not supported yet)"}']
         return form, two_linear, lines
+    given = _closure_arguments(cls, form, kwargs) if step_problem else None
+    if given is not None:
+        lines += [f"skip:  # its step calls its closure with arguments ({given}) and raises without one ({step_problem})",
+                  '  - {reason: "its step calls the closure with arguments, a protocol of its own: torch.optim\'s '
+                  'closures take none, and so do the plugin\'s"}']
+        return form, two_linear, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
                      "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
     return form, two_linear, lines
+
+
+def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
+    """The arguments the step passes its closure (SaLSA's `backwards=True`), where it passes any:
+    torch.optim's closure protocol passes none, so the plugin's closures cannot serve that step."""
+    torch.manual_seed(0)
+    model, batch = two_linear(), torch.randn(10, IN_FEATURES)
+    calls: list[tuple[tuple, dict]] = []
+    try:
+        optimizer = construct(cls, form, model, kwargs, "cpu")
+
+        def closure(*args: Any, **named: Any) -> torch.Tensor:
+            calls.append((args, named))
+            with torch.enable_grad():
+                optimizer.zero_grad()
+                value = model(batch).pow(2).sum()
+                value.backward()
+            return value
+
+        optimizer.step(closure)
+    except Exception:  # noqa: BLE001  # what the step did with its closure is the answer, not whether it finished
+        pass
+    args, named = next(((a, n) for a, n in calls if a or n), ((), {}))
+    shown = [*map(repr, args), *(f"{k}={v!r}" for k, v in named.items())]
+    return ", ".join(shown) if shown else None
 
 
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement

@@ -379,3 +379,25 @@ class RankKillingSGD(PlainSGD):
 
             os._exit(3)
         super()._update()
+
+
+class NoLrFlaggedSGD(NoLrSGD):
+    """No lr, one boolean flag (SaLSA's shape): init's flag cases must not give it an lr."""
+
+    def __init__(self, params, eps=0.1, nesterov=False):
+        super().__init__(params, eps)
+        self.defaults["nesterov"] = nesterov
+        for group in self.param_groups:
+            group.setdefault("nesterov", nesterov)
+
+
+class ArgumentClosureSGD(PlainSGD):
+    """Requires a closure and calls it with an argument (SaLSA's `closure(backwards=True)`), a protocol
+    of its own: torch.optim's closures take none."""
+
+    @torch.no_grad()
+    def step(self, closure):
+        with torch.enable_grad():
+            loss = closure(backwards=True)
+        self._update()
+        return loss

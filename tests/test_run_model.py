@@ -208,6 +208,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                        "its step refused one beside a matrix: IndexError"], []),
     ("planted:NoisySGD", ["fallback_random: true  # its step draws from torch's RNG"], []),
     ("planted:PlainSGD", [], ["fallback_random", "grad_mode"]),
+    ("planted_run_model:NoLrFlaggedSGD", ["  - name: nesterov", "    kwargs: {nesterov: true}"], ["{lr:", "rejects it"]),
+    ("planted_run_model:ArgumentClosureSGD", ["skip:  # its step calls its closure with arguments (backwards=True) and raises "
+                                              "without one (TypeError: ArgumentClosureSGD.step() missing 1 required positional "
+                                              "argument: 'closure')", "a protocol of its own"], ["fill in `params`"]),
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
 ])

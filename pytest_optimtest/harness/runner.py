@@ -339,6 +339,7 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
             result.closure_calls += 1
             return closure()
 
+        counted.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
         return counted
     if requires_closure(cls):
         fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None else ""
