@@ -8,14 +8,12 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
-import torch
-
-from ..harness import torch_api
+from ..harness.blame import one_line
 from ..harness.compare import max_movement, value_differences
 from ..harness.vacuity import require_moved
 from ..spec.param_groups import model_param_shapes
-from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardSpec, in_backward_section, initial_params,
-                                       require_param_list, run_in_backward, run_without_hook, step_calls_in_one_backward)
+from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardRun, InBackwardSpec, double_step_diagnosis,
+                                       in_backward_section, require_param_list, run_without_hook)
 from ..spec.values import resolve
 from ..spec.context import SpecContext
 from ..harness.ladder import MOVES
@@ -37,28 +35,30 @@ def validate_groups(section: InBackwardSpec, spec: SpecContext) -> None:
                                  f"{pattern!r} matches none of the model's params {names}")
 
 
-def compare_in_backward(case, tied: bool = False, copies: int = 1,
-                        require_movement: bool = True) -> tuple[torch.nn.Module, torch.nn.Module, float]:
-    """(reference, in-backward model, movement in tolerances); AssertionError on any difference,
-    and on a vacuous comparison unless `require_movement` is False (the caller judges it)."""
-    tol = case.tolerance
+def compare_in_backward(case: Any, run: InBackwardRun, require_movement: bool = True) -> float:
+    """The in-backward run's movement in tolerances; AssertionError at the first step whose params
+    differ from the reference's, and on a vacuous comparison unless `require_movement` is False
+    (the caller judges it); the step's own error where one raised before any difference."""
+    tol, ref = case.tolerance, run.initial
+    for step, ref, got in run.steps():
+        require_moved(case.id, run.initial, ref, tol, 0.0, f"at step {step + 1}")
+        problems = value_differences("param", ref, got, tol)
+        if problems:
+            raised = f" (step {len(run.reference) + 1} then raised {one_line(run.failure)})" if run.failure else ""
+            raise AssertionError(f"{case.id}: in-backward params differ from the reference after step {step + 1}"
+                                 f"{_reference_note(case)}{raised}:\n  " + "\n  ".join(problems))
+    if run.failure is not None:
+        raise run.failure
+    return require_moved(case.id, run.initial, ref, tol, case.min_movement if require_movement else 0.0,
+                         f"over {in_backward_section(case).steps} steps")
+
+
+def in_backward_run(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> InBackwardRun:
+    """The case's shared in-backward run; NotApplicable where the case has none."""
     try:
-        initial = initial_params(case, tied)
-        for step, reference, in_backward in run_in_backward(case, tied=tied, copies=copies):
-            ref = {n: p.detach() for n, p in reference.named_parameters()}
-            got = {n: p.detach() for n, p in in_backward.named_parameters()}
-            require_moved(case.id, initial, ref, tol, 0.0, f"at step {step + 1}")
-            problems = value_differences("param", ref, got, tol)
-            if problems:
-                raise AssertionError(
-                    f"{case.id}: in-backward params differ from the reference after step {step + 1}"
-                    f"{_reference_note(case)}:\n  " + "\n  ".join(problems)
-                )
+        return runs.in_backward(case, tied, copies)
     except CannotApply as exc:
         raise NotApplicable(f"{case.id}: {exc}") from None
-    moved = require_moved(case.id, initial, ref, tol, case.min_movement if require_movement else 0.0,
-                          f"over {in_backward_section(case).steps} steps")
-    return reference, in_backward, moved
 
 
 def _reference_note(case) -> str:
@@ -67,52 +67,37 @@ def _reference_note(case) -> str:
 
 
 def check_in_backward(case: Any, runs: Any) -> Verdict:
-    _, in_backward, moved = compare_in_backward(case)
-    found = torch_api.in_backward_optimizers(in_backward)
-    stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
-    if set(map(id, found)) != set(map(id, stored)) or len(found) != len(stored):
-        raise AssertionError(f"{case.id}: _get_in_backward_optimizers returned {len(found)} optimizers, the params hold {len(stored)}")
-    covered = [p for p in in_backward.parameters() if torch_api.optimizers_on_param(p)]
-    if len(found) != len(covered):
-        raise AssertionError(f"{case.id}: expected one in-backward optimizer per param ({len(covered)}), got {len(found)}")
+    run = in_backward_run(case, runs)
+    moved = compare_in_backward(case, run)
+    if not run.found_are_stored or run.found != run.stored:
+        raise AssertionError(f"{case.id}: _get_in_backward_optimizers returned {run.found} optimizers, the params hold {run.stored}")
+    if run.found != run.covered:
+        raise AssertionError(f"{case.id}: expected one in-backward optimizer per param ({run.covered}), got {run.found}")
     steps = in_backward_section(case).steps
-    return Verdict(f"{steps} steps equal{_reference_note(case)}; {len(found)} optimizers found; moved {moved:.3g} tol",
-                   {"steps_compared": steps, "optimizers_found": len(found), "moved_tolerances": round(moved, 3)})
+    return Verdict(f"{steps} steps equal{_reference_note(case)}; {run.found} optimizers found; moved {moved:.3g} tol",
+                   {"steps_compared": steps, "optimizers_found": run.found, "moved_tolerances": round(moved, 3)})
 
 
 def check_in_backward_tied(case: Any, runs: Any) -> Verdict:
-    _, _, moved = compare_in_backward(case, tied=True)
+    moved = compare_in_backward(case, in_backward_run(case, runs, tied=True))
     steps = in_backward_section(case).steps
     return Verdict(f"tied {in_backward_section(case).tie}: {steps} steps equal; moved {moved:.3g} tol",
                    {"steps_compared": steps, "tied": str(in_backward_section(case).tie), "moved_tolerances": round(moved, 3)})
 
 
 def check_in_backward_two_optimizers(case: Any, runs: Any) -> Verdict:
+    run = in_backward_run(case, runs, copies=2)
     try:
-        _, _, moved = compare_in_backward(case, copies=2)
-    except NotApplicable:
-        raise
+        moved = compare_in_backward(case, run)
     except Exception as exc:  # the optimizer's error or the check's verdict: either gets torch's part named
-        diagnosis = _double_step_diagnosis(case)
+        diagnosis = double_step_diagnosis(case)
         if diagnosis is None:
             raise
-        shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {type(exc).__name__}: {exc}"
+        shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {one_line(exc)}"
         raise AssertionError(f"{shown}\n  diagnosis: {diagnosis}") from exc
     steps = in_backward_section(case).steps
     return Verdict(f"two optimizers per param: {steps} steps equal; moved {moved:.3g} tol",
                    {"steps_compared": steps, "optimizers_per_param": 2, "moved_tolerances": round(moved, 3)})
-
-
-def _double_step_diagnosis(case: Any) -> str | None:
-    """torch's doing, when each in-backward optimizer's step ran more than once in one backward."""
-    calls, without_grad = step_calls_in_one_backward(case)
-    if calls <= 1:
-        return None
-    return (f"torch's doing: with two optimizers applied to a param, each optimizer's step() ran {calls} times in one "
-            "backward: _apply_optimizer_in_backward registers a hook per call, and every hook steps all of the param's "
-            "optimizers" + (", the later ones with grad None (the first hook set it so)" if without_grad else "")
-            + "; an optimizer that counts steps, or builds empty foreach lists, without grads then drifts or raises, "
-            "where one step() per backward would not")
 
 
 # Probe lrs, as multiples of the case's, for in_backward_no_hook: its property (backward without the hook

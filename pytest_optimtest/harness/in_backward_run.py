@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterator
 from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any
@@ -128,11 +129,28 @@ def hook_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return order
 
 
-def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
-    """Yield (step, reference_model, in_backward_model) after each of `steps` training steps.
+@dataclass
+class InBackwardRun:
+    """A model whose optimizer is applied in backward beside its twin stepped normally: params by name
+    before any step and after each step on both sides, and the optimizers the in-backward model holds."""
 
-    copies=2 applies two optimizers to every group, on both sides, each with its own kwargs.
-    """
+    initial: dict[str, torch.Tensor]
+    reference: list[dict[str, torch.Tensor]]  # after each step
+    in_backward: list[dict[str, torch.Tensor]]
+    found: int  # optimizers _get_in_backward_optimizers returns
+    stored: int  # optimizers the params hold
+    found_are_stored: bool  # the same optimizer objects
+    covered: int  # params that hold one
+    failure: Exception | None = None  # what a step raised (the steps before it are recorded)
+
+    def steps(self) -> Iterator[tuple[int, dict[str, torch.Tensor], dict[str, torch.Tensor]]]:
+        """(step, reference params, in-backward params) after each step."""
+        yield from ((i, ref, got) for i, (ref, got) in enumerate(zip(self.reference, self.in_backward)))
+
+
+def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwardRun:
+    """The case's in-backward run over `in_backward.steps` training steps (CannotApply where it has none).
+    copies=2 applies two optimizers to every group, on both sides, each with its own kwargs."""
     require_param_list(case)
     optimizer_cls = resolve(case.optimizer)
     if requires_closure(optimizer_cls):
@@ -155,21 +173,49 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1):
 
         features = getattr(model_factory(case), "in_features", IN_FEATURES)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features, dtype=param_dtype(case))
-        for step in range(in_backward_section(case).steps):
-            seed_all(case.seed + 1 + step)
-            loss_fn(reference(inputs)).backward()
-            if per_param:
-                for p in order:
-                    for opt in ref_opts.get(id(p), []):
+        result = InBackwardRun(_values(model), [], [], 0, 0, False, 0)
+        try:
+            for step in range(in_backward_section(case).steps):
+                seed_all(case.seed + 1 + step)
+                loss_fn(reference(inputs)).backward()
+                if per_param:
+                    for p in order:
+                        for opt in ref_opts.get(id(p), []):
+                            opt.step()
+                    order.clear()
+                else:
+                    for opt in optimizers:
                         opt.step()
-                order.clear()
-            else:
-                for opt in optimizers:
-                    opt.step()
-            reference.zero_grad(set_to_none=True)
-            seed_all(case.seed + 1 + step)
-            loss_fn(in_backward(inputs)).backward()
-            yield step, reference, in_backward
+                reference.zero_grad(set_to_none=True)
+                seed_all(case.seed + 1 + step)
+                loss_fn(in_backward(inputs)).backward()
+                result.reference.append(_values(reference))
+                result.in_backward.append(_values(in_backward))
+        except Exception as exc:  # the optimizer's (or torch's) error: the check weighs it after the steps before it
+            result.failure = exc
+        found = torch_api.in_backward_optimizers(in_backward)
+        stored = [opt for p in in_backward.parameters() for opt in torch_api.optimizers_on_param(p)]
+        result.found, result.stored = len(found), len(stored)
+        result.found_are_stored = set(map(id, found)) == set(map(id, stored))
+        result.covered = sum(1 for p in in_backward.parameters() if torch_api.optimizers_on_param(p))
+        return result
+
+
+def _values(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def double_step_diagnosis(case: Case) -> str | None:
+    """torch's doing, when each in-backward optimizer's step ran more than once in one backward
+    (in_backward_two_optimizers), else None."""
+    calls, without_grad = step_calls_in_one_backward(case)
+    if calls <= 1:
+        return None
+    return (f"torch's doing: with two optimizers applied to a param, each optimizer's step() ran {calls} times in one "
+            "backward: _apply_optimizer_in_backward registers a hook per call, and every hook steps all of the param's "
+            "optimizers" + (", the later ones with grad None (the first hook set it so)" if without_grad else "")
+            + "; an optimizer that counts steps, or builds empty foreach lists, without grads then drifts or raises, "
+            "where one step() per backward would not")
 
 
 def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
@@ -195,12 +241,6 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
                                     features=getattr(model_factory(case), "in_features", IN_FEATURES))
         loss_fn(model(inputs)).backward()
     return max(calls.values(), default=0), without_grad[0]
-
-
-def initial_params(case: Case, tied: bool = False) -> dict[str, torch.Tensor]:
-    """The in-backward model's params before any step."""
-    with isolated():
-        return {n: p.detach().clone() for n, p in make_model(case, tied).named_parameters()}
 
 
 @dataclass
@@ -229,7 +269,4 @@ def run_without_hook(case: Case) -> NoHookRun:
         loss_fn(stepped(inputs)).backward()
         optimizer.step()
 
-        def values(m: torch.nn.Module) -> dict[str, torch.Tensor]:
-            return {n: p.detach().clone() for n, p in m.named_parameters()}
-
-        return NoHookRun(values(initial), values(hooked), values(unhooked), values(stepped))
+        return NoHookRun(_values(initial), _values(hooked), _values(unhooked), _values(stepped))

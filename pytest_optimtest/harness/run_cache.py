@@ -13,6 +13,7 @@ from .distributed_run import DistributedRun, run_distributed
 from .fsdp_run import FsdpRun, run_fsdp
 from .hook_recorder import record_case
 from .hyperparameter_runs import GroupRuns, HyperparameterProbe, Moved, grouped_and_alone, probe_hyperparameters, two_groups_run
+from .in_backward_run import InBackwardRun, run_in_backward
 from .joiner_runs import JoinerRuns, joiner_runs
 from .law_runs import LawTrajectory, lr_scaled
 from .ladder import Ladder
@@ -61,6 +62,10 @@ class RunCache:
     def fsdp(self, case: Case) -> FsdpRun:
         """The FSDP2-sharded runs of `case` and its one-process reference (fsdp, checkpoint)."""
         return self._get("fsdp", case, lambda c: run_fsdp(c, self.rank_pools))
+
+    def in_backward(self, case: Case, tied: bool = False, copies: int = 1) -> InBackwardRun:
+        """The case's optimizer applied in backward beside its normally stepped twin (the in_backward checks)."""
+        return self._get(("in_backward", tied, copies), case, lambda c: run_in_backward(c, tied, copies))
 
     def observed(self, case: Case, steps: int, min_ndim: int, tol: Tolerance, floor: float) -> ObservedRun:
         """The observed eager run of the law params and its twin (grads, closure, state size, RNG,

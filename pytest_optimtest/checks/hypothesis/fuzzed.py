@@ -13,7 +13,7 @@ from ...harness import torch_api
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.devices import seed_all
 from ...harness.hook_recorder import HookEvent, derive_hook_order, record_hook_order
-from ...harness.in_backward_run import SECTION_KEY, in_backward_section
+from ...harness.in_backward_run import SECTION_KEY, CannotApply, in_backward_section, run_in_backward
 from ...harness.isolation import isolated
 from ...harness.fuzz_runs import compiled_step_for_examples, fuzz_parity_run
 from ...harness.hypothesis_runs import run_property
@@ -83,7 +83,11 @@ def check_fuzz_in_backward(fuzz, runs) -> Verdict:
 
     def example(case, model) -> None:
         fuzzed = replace(case, model=model, sections={**case.sections, SECTION_KEY: in_backward_section(case).model_copy(update={"tie": model.tie_names()})})
-        _, _, moved = compare_in_backward(fuzzed, tied=bool(model.ties), require_movement=False)
+        try:
+            fuzzed_run = run_in_backward(fuzzed, tied=bool(model.ties))
+        except CannotApply as exc:
+            raise NotApplicable(f"{fuzzed.id}: {exc}") from None
+        moved = compare_in_backward(fuzzed, fuzzed_run, require_movement=False)
         seen["tied" if model.ties else "untied"] += 1
         seen["moved"] += moved >= case.min_movement
 
