@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,6 +52,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     # The constructor's default, at most 0.01: the test models diverge over the in-backward checks'
     # six steps at SGD-like defaults such as 0.1, and a diverged run is a failed (not a passed) check.
     lr = min(default_lr, 1e-2)
+    lr_refusal = _lr_refusal(cls, lr) if has_lr else None
+    has_lr = has_lr and lr_refusal is None
     name = cls.__name__.lower()
     fills, fill_notes = _required_fills(cls, {"lr": lr} if has_lr else {})
     probe: Any = functools.partial(cls, **fills) if fills else cls  # what every probe below constructs
@@ -58,11 +61,12 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
     lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
-    low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(probe, form, factory, lr, max(default_lr, 1e-2))
+    low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(probe, form, factory, lr if has_lr else None, max(default_lr, 1e-2))
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
     stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"))
-    flag_cases = [(flag, value, *_constructible(probe, base, {flag: value}, defaults, form)) for flag, value in
+    flag_cases = [(flag, value, *_constructible(probe, base, {flag: value}, defaults, form, factory,
+                                                 {"lr": lr} if lr_refusal else {})) for flag, value in
                   ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
     every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
     shapes, shape_notes = _shape_claims(probe, form, every_case, dtype)
@@ -76,7 +80,9 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
         f"optimizer: {optimizer}",
         (f"kwargs: {{lr: {lr!r}{shown_fills}}}" + (f"  # {lr_note}" if lr_note else "")) if has_lr
-        else f"kwargs: {{{shown_fills.removeprefix(', ')}}}  # {cls.__name__} takes no lr: fill in the kwargs a case needs",
+        else f"kwargs: {{{shown_fills.removeprefix(', ')}}}  # " + (
+            f"{cls.__name__} refuses an lr with its other defaults ({lr_refusal}): its cases leave lr out" if lr_refusal
+            else f"{cls.__name__} takes no lr: fill in the kwargs a case needs"),
         *[f"# {note}" for note in fill_notes],
         *form_lines,
         "cases:",
@@ -108,9 +114,10 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
-        *_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal),
+        *_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
-        *_laws(probe, max(lr, bf16_lr), factory is two_linear_no_bias, stored, "allow_empty" not in shapes),
+        *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory is two_linear_no_bias, stored,
+               "allow_empty" not in shapes),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -118,6 +125,12 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
 # TAdam's `iters` (a count, > 1) the integers.
 REQUIRED_GUESSES = (0.9, 0.1, 1.0, 10, 1000)
+COUNT_GUESSES = (10, 1000, 1)  # for an argument whose name says it counts (num_epochs, total_steps, iters)
+_COUNTS = re.compile(r"num|count|epoch|step|iter|batch|total|size")
+
+
+def _guesses(name: str) -> tuple[float, ...]:
+    return COUNT_GUESSES if _COUNTS.search(name) else REQUIRED_GUESSES
 
 
 def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], list[str]]:
@@ -129,42 +142,84 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
     parameters = list(inspect.signature(cls).parameters.values())[1:]  # after the params
     names = [p.name for p in parameters if p.name != "lr" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
              and (p.default is required or (p.kind is p.KEYWORD_ONLY and p.default is p.empty))]
+    unset = [p.name for p in parameters if p.default is None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+             and p.name not in ("lr", "foreach", "maximize", "capturable", "differentiable", "fused")]
+    names += _needed_none_defaults(cls, kwargs, {name: _guesses(name)[0] for name in names}, unset)
     if not names:
         return {}, []
 
     def steps(candidate: dict[str, float]) -> bool:
         return _stepped(cls, "list", {**kwargs, **candidate}, two_linear, steps=1)[1] is None
 
-    fills = {name: REQUIRED_GUESSES[0] for name in names}
+    fills = {name: _guesses(name)[0] for name in names}
     for name in names if not steps(fills) else ():  # one at a time, the others at the first guess
-        fills[name] = next((g for g in REQUIRED_GUESSES if steps({**fills, name: g})), REQUIRED_GUESSES[0])
+        fills[name] = next((g for g in _guesses(name) if steps({**fills, name: g})), _guesses(name)[0])
     if not steps(fills):
         return {}, [f"{', '.join(names)}: the constructor requires them and no guess of {REQUIRED_GUESSES} stepped: fill them in"]
     return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor requires; "
                    "put your values"]
 
 
-def _constructible(cls: type, base: dict, kwargs: dict, defaults: dict, form: Any) -> tuple[dict | None, str]:
-    """(kwargs the constructor accepts over `base`, a note): `kwargs` as given; else with a zero-default
-    number that the rejection names set to 0.9 (SGD's nesterov needs momentum); else (None, why)."""
-    problem = _rejection(cls, base, kwargs, form)
+def _lr_refusal(cls: type, lr: float) -> str | None:
+    """Why the constructor refuses an lr that it takes (HF's Adafactor: lr=None unless relative_step is
+    off), where it constructs without one; else None."""
+    try:
+        construct(cls, "list", two_linear(), {"lr": lr}, "cpu")
+        return None
+    except Exception as exc:  # noqa: BLE001  # refused with lr: is it the lr?
+        refusal = one_line(exc)
+    try:
+        construct(cls, "list", two_linear(), {}, "cpu")
+    except Exception:  # noqa: BLE001  # refused without it too: something else is missing, not the lr's fault
+        return None
+    return refusal
+
+
+def _needed_none_defaults(cls: type, kwargs: dict, fills: dict, unset: list[str]) -> list[str]:
+    """The None-default arguments the constructor cannot do without (Ranger21 multiplies its
+    num_batches_per_epoch by num_epochs): while a step raises over None, each in turn is given a
+    number, and kept where that changes what the step raises or makes it step."""
+    problem = _stepped(cls, "list", {**kwargs, **fills}, two_linear, steps=1)[1]
+    needed: list[str] = []
+    for name in unset:
+        if problem is None or "NoneType" not in problem:
+            break
+        for guess in _guesses(name):
+            tried = _stepped(cls, "list", {**kwargs, **fills, **{n: _guesses(n)[0] for n in needed}, name: guess},
+                             two_linear, steps=1)[1]
+            if tried != problem:
+                needed.append(name)
+                problem = tried
+                break
+    return needed if problem is None or "NoneType" not in problem else []
+
+
+def _constructible(cls: type, base: dict, kwargs: dict, defaults: dict, form: Any, factory: Any,
+                   refused_lr: dict) -> tuple[dict | None, str]:
+    """(kwargs the optimizer constructs and steps with over `base`, a note): `kwargs` as given; else
+    with a zero-default number that the rejection names set to 0.9 (SGD's nesterov needs momentum),
+    or with the lr it refused by default (`refused_lr`: HF Adafactor wants one once relative_step is
+    off); else (None, why)."""
+    problem = _rejection(cls, base, kwargs, form, factory)
     if problem is None:
         return kwargs, ""
-    for name, default in defaults.items():
-        if name in problem and name not in kwargs and isinstance(default, (int, float)) \
-                and not isinstance(default, bool) and default == 0:
-            fixed = {**kwargs, name: 0.9}
-            if _rejection(cls, base, fixed, form) is None:
-                return fixed, f"with {name}: 0.9, since alone it is rejected: {problem}"
+    fixes = [{name: 0.9} for name, default in defaults.items() if name in problem and name not in kwargs
+             and isinstance(default, (int, float)) and not isinstance(default, bool) and default == 0]
+    for fix in [*fixes, *([refused_lr] if refused_lr else [])]:
+        fixed = {**kwargs, **fix}
+        if _rejection(cls, base, fixed, form, factory) is None:
+            shown = ", ".join(f"{k}: {v}" for k, v in fix.items())
+            return fixed, f"with {shown}, since alone it is rejected: {problem}"
     return None, f"{getattr(cls, 'func', cls).__name__} rejects it: {problem}"  # a partial binds the required kwargs
 
 
-def _rejection(cls: type, base: dict, kwargs: dict, form: Any) -> str | None:
+def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any) -> str | None:
+    """What constructing the optimizer with these kwargs, or its first step, raised; None where both ran."""
     try:
         construct(cls, form, two_linear(), {**base, **kwargs}, "cpu")
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
         return one_line(exc)
-    return None
+    return _stepped(cls, form, {**base, **kwargs}, factory, steps=1)[1]
 
 
 def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
@@ -194,9 +249,16 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
     else:
-        return "list", two_linear, [
-            f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
-            "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
+        flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
+        try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
+            construct(cls, flagged, two_linear(), kwargs, "cpu")
+        except Exception:  # noqa: BLE001  # not that convention either: say what to fill in
+            return "list", two_linear, [
+                f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
+                "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
+        return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
+                                     f"(it refuses a plain list: {problems['list']})",
+                                     "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
     lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
     step_problem = _first_step_problem(cls, form, kwargs, two_linear)
     if step_problem and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
@@ -250,10 +312,11 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
 
 
-def _low_precision(cls: type, form: Any, factory: Any, lr: float, most: float) -> tuple[list[str], float]:
-    """(lines, lr) of a bf16 case, its lr raised where bf16's tolerance needs a step that moves more."""
+def _low_precision(cls: type, form: Any, factory: Any, lr: float | None, most: float) -> tuple[list[str], float | None]:
+    """(lines, lr) of a bf16 case, its lr raised where bf16's tolerance needs a step that moves more;
+    `lr` None: the cases give none."""
     head = "  - name: low_precision  # bf16 params (docs/production.md)"
-    if not takes_keyword(cls, "lr"):
+    if lr is None:
         return [head, "    dtypes: [bfloat16]"], lr
     bf16_lr, note = _moving_lr(cls, form, factory, lr, most, torch.bfloat16)
     kwargs = [f"    kwargs: {{lr: {bf16_lr!r}}}" + (f"  # at bf16: {note}" if note else "")] if bf16_lr != lr or note else []
@@ -536,8 +599,9 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     return None
 
 
-def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bool = True) -> list[str]:
-    """The conformance laws the constructor makes checkable; the two init cannot judge, commented out."""
+def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], empty: bool = True) -> list[str]:
+    """The conformance laws the constructor makes checkable (`lr` None: the cases give none); the two
+    init cannot judge, commented out."""
     lines = ["laws:  # conformance laws, each its own item (docs/laws.md); drop one it does not claim"]
     if matrices_only:
         lines.append("  min_ndim: 2  # its step refuses 1-D params")
@@ -546,12 +610,12 @@ def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bo
     variants = []
     if "foreach" in stored:
         variants.append("    foreach: [{foreach: false}, {foreach: true}]")
-    if takes_keyword(cls, "lr"):
+    if lr is not None:
         variants.append(f"    tensor_lr: [{{lr: {lr!r}}}, {{lr: {{tensor: {lr!r}}}}}]")
     if variants:
         lines += ["  equivalent:  # kwargs that must not change the run", *variants]
     lines.append("  untouched: true  # a param whose grad is None does not move and gets no state")
-    if takes_keyword(cls, "lr"):
+    if lr is not None:
         lines.append("  param_groups: true  # each group's own lr is used (schedulers rely on it)")
     lines += ["  descent: true  # closure steps on a convex problem lower the loss (raise it under maximize)",
               "  # zero_grads: true  # uncomment if zero grads from fresh state move nothing (no decay)",
@@ -560,7 +624,7 @@ def _laws(cls: type, lr: float, matrices_only: bool, stored: set[str], empty: bo
 
 
 def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any],
-                zero_lr_refusal: str | None = None) -> list[str]:
+                zero_lr_refusal: str | None = None, has_lr: bool = True) -> list[str]:
     """The metamorphic properties the constructor allows; elementwise commented out (init cannot know),
     dtypes only where the state follows the param's dtype, zero_lr only where a step at lr 0 runs;
     each drawing only the shapes it steps."""
@@ -572,9 +636,9 @@ def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: 
         lines.append(f"  dtypes: {every}  # params and state keep their dtype (bfloat16, float64)")
     if "maximize" in stored:
         lines.append(f"  maximize: {every}  # maximize on grad g equals minimize on -g, state included")
-    if takes_keyword(cls, "lr") and zero_lr_refusal is None:
+    if has_lr and zero_lr_refusal is None:
         lines.append(f"  zero_lr: {every}  # lr=0 leaves params unchanged; drop if a decay or minimum step ignores lr")
-    elif takes_keyword(cls, "lr"):
+    elif has_lr:
         lines.append(f"  # zero_lr: left out: at lr 0 a step {zero_lr_refusal}")
     lines.append(f"  # elementwise: {every}  # uncomment if an element's update depends on that element alone "
                  "(Adam, SGD, Lion; not Shampoo, Muon, Adafactor)")

@@ -414,6 +414,14 @@ def rank_exit(payload: int, rank: int, world_size: int) -> None:
     dist.all_reduce(torch.zeros(1))
 
 
+def every_rank_exits(payload: int, rank: int, world_size: int) -> None:
+    """A rank job: every rank exits, rank r with code `payload + r`, rank 1 a moment after rank 0."""
+    import time
+
+    time.sleep(0.2 * rank)
+    os._exit(payload + rank)
+
+
 class ViewUpdateSGD(PlainSGD):
     """Flattens each param with .view(), which a transposed param refuses (AdamP's and SGDP's bug)."""
 

@@ -401,3 +401,36 @@ class ArgumentClosureSGD(PlainSGD):
             loss = closure(backwards=True)
         self._update()
         return loss
+
+
+class EpochScheduledSGD(PlainSGD):
+    """Needs its schedule's length, though its signature defaults it to None (Ranger21's shape)."""
+
+    def __init__(self, params, lr=0.1, num_epochs=None, num_batches_per_epoch=None):
+        super().__init__(params, lr)
+        self.total_steps = num_epochs * num_batches_per_epoch
+
+
+class UseMuonGroupsSGD(PlainSGD):
+    """Takes only param groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam's shape)."""
+
+    def __init__(self, param_groups):
+        for group in param_groups:
+            assert "use_muon" in group
+            group.setdefault("lr", 0.02 if group["use_muon"] else 3e-4)
+        torch.optim.Optimizer.__init__(self, param_groups, {})
+
+
+class RelativeStepSGD(PlainSGD):
+    """Refuses an lr unless relative_step is off, and then needs one (HF Adafactor's shape)."""
+
+    def __init__(self, params, lr=None, relative_step=True):
+        if lr is not None and relative_step:
+            raise ValueError("Cannot combine manual `lr` and `relative_step=True` options")
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "relative_step": relative_step})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                lr = 0.01 if group["relative_step"] else group["lr"]
+                p.add_(p.grad * -lr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 
@@ -80,6 +82,15 @@ def test_crashed_rank_fails_at_once_and_leaves_no_process(tmp_path):
     assert isinstance(error, RankFailure)
     assert "rank 1 failed (exit code 3)" in str(error)  # not the 600 s timeout: the others were killed
     _assert_gone(error.pids)
+
+
+def test_ranks_that_die_together_are_each_named():
+    pools = RankPools()
+    with pytest.raises(RankFailure) as failed:
+        pools.run(RankJob("planted:every_rank_exits", 3, 2, "gloo", 60))
+    assert "rank 0 failed (exit code 3)" in str(failed.value)  # the first to die, polled first
+    assert re.search(r"rank 1 failed.*\(exit code 4\)", str(failed.value)), str(failed.value)  # not killed unnamed
+    _assert_gone(failed.value.pids)
 
 
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path):

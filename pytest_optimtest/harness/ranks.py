@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"
+DEATH_GRACE_S = 0.5  # after one rank dies, how long the others get to die of their own before they are killed
 
 
 class RankFailure(AssertionError):
@@ -128,9 +129,12 @@ class RankPool:
             codes = [p.poll() for p in self._procs]
             failed = [r for r, c in enumerate(codes) if c is not None]
             if failed:  # the others would wait in a collective until the backend's timeout
+                codes = self._codes_after(DEATH_GRACE_S)
+                then = [r for r, c in enumerate(codes) if c is not None and r not in failed]
                 _kill(self._procs)
-                raise RankFailure("\n".join(f"rank {r} failed (exit code {codes[r]}):\n{_tail(self.folder, r)}"
-                                            for r in failed), self.pids)
+                raise RankFailure("\n".join([*(f"rank {r} failed (exit code {codes[r]}):\n{_tail(self.folder, r)}" for r in failed),
+                                             *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s (exit code {codes[r]}):\n"
+                                               f"{_tail(self.folder, r)}" for r in then)]), self.pids)
             if time.monotonic() > deadline:
                 waiting = [r for r, path in enumerate(outputs) if not path.exists()]
                 _kill(self._procs)
@@ -139,6 +143,16 @@ class RankPool:
                     + "\n".join(f"rank {r} output:\n{_tail(self.folder, r)}" for r in waiting), self.pids
                 )
             time.sleep(0.02)
+
+    def _codes_after(self, grace_s: float) -> list[int | None]:
+        """The ranks' exit codes once every rank has exited or `grace_s` has passed: ranks that die of one
+        cause die within moments of each other, and the failure names each (the first polled is chance)."""
+        deadline = time.monotonic() + grace_s
+        codes = [p.poll() for p in self._procs]
+        while any(c is None for c in codes) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            codes = [p.poll() for p in self._procs]
+        return codes
 
     def close(self) -> None:
         """End the ranks (closing their stdin lets them leave the group) and remove the folder."""
