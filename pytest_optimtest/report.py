@@ -63,6 +63,11 @@ _number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 ONE_FACT_RUNGS = ("graph_captured", "eager_moves")
 
 
+def _without_case(cause: str, case: str) -> str:
+    """The cause with its case's id (as its reproducer's -k names it) made neutral."""
+    return re.sub(rf"(?<![\w.-]){re.escape(case)}(?![\w.-])", "<case>", cause)
+
+
 @dataclass
 class Results:
     """Every generated item's record and outcome, as the controller sees them."""
@@ -87,7 +92,7 @@ class Results:
             if verdict.get("kind") not in ("root_cause", "blocked") or "rung" not in verdict:
                 continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
             cause = _generated_path.sub(GENERATED, verdict["cause"])
-            mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", cause.replace(r["case"], "<case>"))
+            mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", _without_case(cause, r["case"]))
             key = (r.get("optimizer") or r["spec"], verdict["rung"], mechanism,
                    "" if not mechanism else _generated_path.sub(GENERATED, verdict.get("where", "")))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": cause, "where": key[3],

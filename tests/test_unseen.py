@@ -37,6 +37,7 @@ SPECS = {
                 "model: pytest_optimtest.models:two_linear_no_bias\n",
     "counting": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
                 "cases:\n  - name: a\n  - name: b\n    kwargs: {lr: 0.05}\n",
+    "tinycount": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 1.0e-7}\nchecks: [parity, none_grads]\n",
     "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
 }
 
@@ -127,8 +128,22 @@ def test_attribute_writes_that_dynamo_drops_are_torchs_doing_with_a_reproducer_a
     assert "python -m pytest_optimtest.harness.diagnosis" in counting and "whose doing: the optimizer's" not in counting
     assert "'ClosureLossSGD' object has no attribute 'closure_loss'" in stash
     assert "torch's doing (dynamo): the step reads an attribute of the optimizer that eager's step sets" in stash
+    # one root cause over its cases, those of specs/tinycount.yaml included (their reproducers name other cases)
     [cause] = [c for c in report["root_causes"] if c["optimizer"].endswith("StepCountingSGD")]
-    assert cause["cases"] == ["stepcountingsgd-a-cpu", "stepcountingsgd-b-cpu"] and cause["red"] == 2
+    assert cause["cases"] == ["stepcountingsgd-a-cpu", "stepcountingsgd-b-cpu", "stepcountingsgd-default-cpu"]
+    assert cause["red"] == 3
+
+
+def test_a_difference_where_the_params_barely_moved_is_a_red_not_vacuous(session):
+    from pytest_optimtest.harness.diagnosis import drops_optimizer_attribute_writes
+
+    out, _ = session
+    if not drops_optimizer_attribute_writes():  # then nothing differs and the tiny lr makes parity vacuous
+        assert _outcome(out, "specs/tinycount.yaml::stepcountingsgd-default-cpu::parity") == "SKIPPED"
+        return
+    tiny = _failure(out, "specs/tinycount.yaml::stepcountingsgd-default-cpu::parity")
+    assert "optimizer attribute['steps_taken']: compiled 0 != eager" in tiny and "torch's doing (dynamo)" in tiny
+    assert _outcome(out, "specs/tinycount.yaml::stepcountingsgd-default-cpu::none_grads") == "SKIPPED"  # blocked: one red
 
 
 def test_an_optimizer_idle_on_its_first_step_makes_the_no_hook_check_vacuous_not_failed(session):

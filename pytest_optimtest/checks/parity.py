@@ -28,11 +28,11 @@ def assert_parity(run: CompiledRun) -> Verdict:
     e, c = run.eager, run.compiled
     if e is None or c is None:
         raise RuntimeError(f"{case.id}: the compiled run ended before its snapshots were taken")
+    mismatch = compiled_mismatch(run)  # in the plugin's items, the ladder's compiled_matches rung raised it first
+    if mismatch is not None:  # a difference is one even where the params moved too little to prove a match
+        raise mismatch
     moved = require_moved(case.id, run.initial_params, e.params, case.tolerance, case.min_movement,
                           f"over {run.steps} steps", f"; raise lr or steps in {case.location}, or loosen min_movement")
-    mismatch = compiled_mismatch(run)  # in the plugin's items, the ladder's compiled_matches rung raised it first
-    if mismatch is not None:
-        raise mismatch
     notes = [f"the step's own {run.step_graph_count} graph(s)" + (f", the closure's {run.closure.graphs} apart"
                                                                     if run.closure.graphs else "")]
     if run.graph_breaks:

@@ -19,7 +19,7 @@ from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
 from .diagnosis import parity_diagnoses
 from .runner import Regime, run
-from .vacuity import NotApplicable, Vacuous, require_moved
+from .vacuity import Diverged, NotApplicable, require_moved
 from ..spec.schema import LOW_PRECISION
 
 if TYPE_CHECKING:  # annotations only
@@ -128,14 +128,15 @@ class CompiledMismatch(AssertionError):
 
 def compiled_mismatch(run: CompiledRun) -> CompiledMismatch | None:
     """How the compiled run differs from its eager twin, with what the case's diagnoses find (each
-    rerun once, kept on the run); None where they match or cannot be compared: an eager run that
-    moved too little or diverged is each check's own vacuity, not a difference."""
+    rerun once, kept on the run); None where they match or cannot be compared (an eager run that
+    diverged). An eager run that moved too little makes a match vacuous, each check's own verdict,
+    but a difference found there is still a difference (a counter dynamo left at 0, a state value)."""
     case, eager, compiled = run.case, run.eager, run.compiled
     if eager is None or compiled is None:
         return None
     try:
-        require_moved(case.id, run.initial_params, eager.params, case.tolerance, case.min_movement, "")
-    except Vacuous:
+        require_moved(case.id, run.initial_params, eager.params, case.tolerance, 0.0, "")
+    except Diverged:
         return None
     problems = snapshot_differences(eager, compiled, case.tolerance)
     if not problems:
