@@ -254,7 +254,12 @@ class OptimtestSession:
                     raise vacuous from exc
                 failure = self._parity_failed(item)  # a red where the case's compiled step already differs: parity's
                 if failure is None:
-                    raise
+                    failure, kind = self._same_error(item, exc)  # the same error, raised in another check's run
+                    if failure is None:
+                        raise
+                    verdict = {"kind": kind, **failure.as_record()}
+                    if kind == "root_cause":
+                        raise
                 verdict = {"kind": "blocked", **failure.as_record()}
                 _raise_blocked(item, failure, "blocked")
             self.outcomes[key] = None
@@ -292,6 +297,23 @@ class OptimtestSession:
             return None
         failure = self.runs.ladder(item.case).first_failure(("compiled_matches",))
         return failure if failure is not None and failure.rung == "compiled_matches" else None
+
+    def _same_error(self, item: CheckItem, exc: Exception) -> tuple[RungFailure | None, str]:
+        """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
+        it: the first item of the case to raise it is its one red, a later one raising the same error at the
+        same line is blocked by it (a step that refuses params without grads fails every check that gives it
+        some); (None, "") for a check's own verdict or a rank's failure."""
+        if not isinstance(item.case, Case) or isinstance(exc, AssertionError):
+            return None, ""
+        found = blame(exc)
+        if found.owner not in ("optimizer", "torch"):
+            return None, ""
+        failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
+        claimed = self.root_causes.setdefault((item.case.key, f"{failure.cause} at {failure.where}"), item.nodeid)
+        if claimed == item.nodeid:
+            return failure, "root_cause"
+        first = claimed.rsplit("::", 1)[-1].split("[")[0]
+        return replace(failure, rung=f"the same error in {first}"), "blocked"
 
     def _compares_compiled(self, check: str) -> bool:
         """Whether the check compares compiled values with eager ones (the compiled run's diagnoses and

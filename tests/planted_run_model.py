@@ -434,3 +434,14 @@ class RelativeStepSGD(PlainSGD):
             for p in group["params"]:
                 lr = 0.01 if group["relative_step"] else group["lr"]
                 p.add_(p.grad * -lr)
+
+
+class NoneGradRefusingSGD(PlainSGD):
+    """Reads every param's grad without asking whether it has one (SM3's bug): any run that leaves a
+    grad None raises the same AttributeError at the same line."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                shape = p.grad.shape
+                p.add_(p.grad.reshape(shape), alpha=-group["lr"])

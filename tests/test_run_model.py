@@ -45,6 +45,8 @@ SPECS = {
                 "checks: [law_grads_untouched, law_closure_loss, law_descent, law_hooks]\nlaws: {descent: true}\n",
     "inner": "optimizer: planted_run_model:InnerBackwardSGD\nkwargs: {lr: 0.1}\ngrad_mode: enabled\n"
              "checks: [parity, law_grads_untouched, law_determinism, in_backward, fuzz_determinism]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
+    "nonegrad": "optimizer: planted_run_model:NoneGradRefusingSGD\nkwargs: {lr: 0.01}\nlaws: {untouched: true}\n"
+                "checks: [parity, none_grads, law_untouched, in_backward, in_backward_two_optimizers]\n",
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
@@ -70,6 +72,16 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
 
 def _outcomes(out: str, case: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(rf"::{re.escape(case)}::(\w+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL)", out)}
+
+
+def test_one_error_raised_in_several_checks_of_a_case_is_one_red(session):
+    out, report, _ = session
+    outcomes = _outcomes(out, "nonegradrefusingsgd-default-cpu")
+    assert outcomes["parity"] == outcomes["in_backward"] == "PASSED", outcomes  # every grad set: nothing raises
+    assert sorted(outcomes.values()).count("FAILED") == 1, outcomes
+    assert "blocked by the same error in " in out and "AttributeError: 'NoneType' object has no attribute 'shape'" in out
+    [cause] = [c for c in report["root_causes"] if c["optimizer"].endswith("NoneGradRefusingSGD")]
+    assert (cause["red"], cause["blocked"]) == (1, 2), cause
 
 
 def test_a_property_draws_no_case_whose_eager_step_fails_one_root_cause_is_one_red(session):
