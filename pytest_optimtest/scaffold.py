@@ -22,6 +22,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import one_line
+from .harness.builder import zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -101,11 +102,13 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     if dropped:
         lines.append(f"# left out of the laws and properties: {', '.join(dropped)}: the constructor accepts it and keeps it "
                      "nowhere (not in its defaults, param groups or attributes), so a law over it would compare identical runs")
+    schedules = has_lr and issubclass(cls, torch.optim.Optimizer)  # torch's schedulers take nothing else
     if has_lr:  # a tensor lr, and the schedulers that change lr, need an lr
-        lines += ["  - name: tensor_lr", f"    kwargs: {{lr: {{tensor: {lr!r}}}}}", "    schedulers: true"]
+        lines += ["  - name: tensor_lr", f"    kwargs: {{lr: {{tensor: {lr!r}}}}}", *(["    schedulers: true"] if schedules else [])]
     lines += [
         *low_precision_lines,
-        *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if has_lr else []),
+        *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if schedules else
+          [f"# no schedulers: torch's LR schedulers take a torch.optim.Optimizer, and {cls.__name__} is not one"] if has_lr else []),
         closure_line,
         *_grad_mode_lines(probe, form, factory, base, dtype, closure_line.startswith("closure: [true]")),
         *(["fallback_random: true  # its step draws from torch's RNG: compiled with inductor's fallback_random, the draws "
@@ -296,7 +299,7 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
         def closure(*args: Any, **named: Any) -> torch.Tensor:
             calls.append((args, named))
             with torch.enable_grad():
-                optimizer.zero_grad()
+                zero_grads(optimizer, model.parameters)
                 value = model(batch).pow(2).sum()
                 value.backward()
             return value
@@ -455,7 +458,7 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
 
         def loss() -> torch.Tensor:
             with torch.enable_grad():
-                optimizer.zero_grad()
+                zero_grads(optimizer, model.parameters)
                 value = model(batch).pow(2).sum()
                 value.backward()
             return value
@@ -536,9 +539,11 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
         return {}, ["fuzzed shapes: init steps loose params only; set min_dims / allow_empty if it refuses some"]
     settings: dict[str, Any] = {}
     notes = []
-    for shape, setting, value in (((5,), "min_dims", 2), ((), "min_dims", 1), ((0, 3), "allow_empty", False)):
+    # an empty param of either side: fuzz draws both (Muon divides by the last side's size)
+    for shape, setting, value in (((5,), "min_dims", 2), ((), "min_dims", 1), ((0, 3), "allow_empty", False),
+                                  ((3, 0), "allow_empty", False)):
         if setting in settings:
-            continue  # min_dims 2 already leaves 0-d params out
+            continue  # min_dims 2 already leaves 0-d params out; one empty shape refused is enough
         refusal = _first_refusal(cls, form, every_case, shape, dtype)
         if refusal is not None:
             settings[setting] = value

@@ -207,3 +207,22 @@ class ClosureLossSGD(PlainSGD):
         for group in self.param_groups:
             for p in group["params"]:
                 p.add_(p.grad, alpha=-group["lr"] * scale)
+
+
+class InitGroupCountingSGD(PlainSGD):
+    """Counts its steps in `_init_group`, as torch.optim's layout invites (ACFGM keeps its previous iterates
+    there): dynamo runs _init_group once while tracing, so the compiled count stops moving."""
+
+    def _init_group(self, group, params):
+        for p in group["params"]:
+            if p.grad is not None:
+                state = self.state[p]
+                state["step"] = state.get("step", torch.tensor(0.0)) + 1
+                params.append(p)
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            params: list = []
+            self._init_group(group, params)
+            for p in params:
+                p.add_(p.grad / self.state[p]["step"], alpha=-group["lr"])

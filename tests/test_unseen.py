@@ -38,6 +38,7 @@ SPECS = {
     "counting": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
                 "cases:\n  - name: a\n  - name: b\n    kwargs: {lr: 0.05}\n",
     "tinycount": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 1.0e-7}\nchecks: [parity, none_grads]\n",
+    "initgroup": "optimizer: planted_unseen:InitGroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
 }
 
@@ -132,6 +133,15 @@ def test_attribute_writes_that_dynamo_drops_are_torchs_doing_with_a_reproducer_a
     [cause] = [c for c in report["root_causes"] if c["optimizer"].endswith("StepCountingSGD")]
     assert cause["cases"] == ["stepcountingsgd-a-cpu", "stepcountingsgd-b-cpu", "stepcountingsgd-default-cpu"]
     assert cause["red"] == 3
+
+
+def test_per_step_work_in_init_group_that_dynamo_runs_once_is_torchs_doing(session):
+    out, _ = session
+    if _outcome(out, "specs/initgroup.yaml::initgroupcountingsgd-default-cpu::parity") == "PASSED":
+        return  # a torch whose dynamo traces _init_group at every step
+    text = _failure(out, "specs/initgroup.yaml::initgroupcountingsgd-default-cpu::parity")
+    assert "torch's doing (dynamo): dynamo runs the optimizer's `_init_group` once, while tracing" in text
+    assert "with dynamo tracing it like any method the" in text and "whose doing: the optimizer's" not in text
 
 
 def test_a_difference_where_the_params_barely_moved_is_a_red_not_vacuous(session):

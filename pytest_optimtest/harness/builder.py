@@ -141,6 +141,17 @@ def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
                             "a closure case does not apply (drop `closure: true` from the spec)")
 
 
+def zero_grads(optimizer: Any, params: Any) -> None:
+    """The optimizer's zero_grad(), or, for one without it (psgd's Kron and LRA are no torch.optim
+    optimizers), every param's grad set to None as zero_grad() does by default."""
+    zero = getattr(optimizer, "zero_grad", None)
+    if callable(zero):
+        zero()
+        return
+    for p in params() if callable(params) else params:
+        p.grad = None
+
+
 def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,
                  graph_break: bool = False) -> Callable[[], torch.Tensor]:
     """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph).
@@ -148,7 +159,7 @@ def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: tor
     the closure, and a step that does not (many third-party ones) must not fail for the harness's no_grad."""
     def closure() -> torch.Tensor:
         with torch.enable_grad():
-            opt.zero_grad()
+            zero_grads(opt, model.parameters)
             loss = loss_fn(model(inputs))
             if graph_break:
                 torch_api.graph_break()

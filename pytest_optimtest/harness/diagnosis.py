@@ -24,8 +24,10 @@ import torch
 
 from ..spec.case import shown_path
 from ..spec.schema import LOW_PRECISION
+from ..spec.values import resolve
 from .blame import one_line
 from .compare import snapshot_differences, value_differences
+from . import torch_api
 from .runner import Regime, run
 from .snapshot import storage_pointer
 from .vacuity import Vacuous
@@ -36,7 +38,8 @@ def parity_diagnoses(run: Any) -> list[str]:
     decides between mechanisms runs here, once, when parity has already failed."""
     if "parity" in run.case.xfail:  # its reason already names the mechanism: no reruns for a verdict nobody reads
         return _storage_and_rng(run, rerun=False)
-    return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), _aot_eager(run)]
+    return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), *_init_group_once(run),
+            _aot_eager(run)]
 
 
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an
@@ -134,6 +137,26 @@ def _dropped_attribute_writes(run: Any) -> list[str]:
         return []
     return [f"torch's doing (dynamo): {dropped_writes_in_words()}; the compiled optimizer's {', '.join(differing)} "
             "differ for that reason (and any value the step computes from them with them)"]
+
+
+def _init_group_once(run: Any) -> list[str]:
+    """An optimizer of its own with an `_init_group`: dynamo runs that once while tracing, not at every
+    compiled step, so per-step work there (ACFGM keeps its previous iterates there) is skipped after the
+    first. Rerun with dynamo tracing it like any method: a match says that is the whole difference."""
+    optimizer_cls = resolve(run.case.optimizer)
+    init_group = getattr(optimizer_cls, "_init_group", None)
+    if init_group is None or getattr(init_group, "__module__", "").startswith("torch."):
+        return []
+    with torch_api.init_group_traced():
+        found = _rerun(run.case, run.steps)
+    torch_api.reset_compile_state()  # what compiled within keeps tracing _init_group
+    if found != []:
+        return []
+    return [f"torch's doing (dynamo): dynamo runs the optimizer's `_init_group` once, while tracing, not at every compiled "
+            f"step (an optimization for torch.optim, whose _init_group only creates state: torch/_dynamo/variables/"
+            f"optimizer.py), so the per-step work {optimizer_cls.__name__}._init_group does is skipped after the first "
+            f"step; with dynamo tracing it like any method the {run.steps} steps match eager. Move that work into step, "
+            f"or keep _init_group to creating state; {_reproduce(run.case)}"]
 
 
 def dropped_writes_in_words() -> str:

@@ -21,7 +21,7 @@ from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import constructor_params
-from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype
+from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, zero_grads
 from .ranks import RankJob, RankPools, run_ranks
 
 
@@ -105,7 +105,7 @@ def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
     def train_step(inputs: torch.Tensor) -> None:
         loss_fn(model(inputs)).backward()
         opt.step()
-        opt.zero_grad()
+        zero_grads(opt, model.parameters)
 
     step = torch.compile(train_step, backend="inductor") if compiled else train_step
     for batch in batches:
@@ -175,7 +175,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
                 if p.grad is not None:
                     p.grad.mul_(world_size)
         opt.step()
-        opt.zero_grad()
+        zero_grads(opt, ddp.parameters)
         if scheduler is not None:
             step_scheduler(scheduler)
     if zero:

@@ -24,7 +24,7 @@ from ..spec.case import Case
 from . import torch_api
 from .blame import blame
 from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
-                      step_grad_mode, step_scheduler)
+                      step_grad_mode, step_scheduler, zero_grads)
 from .devices import seed_all
 from .distributed_run import on_rank, rank_backend
 from .distributed_run import unavailable_reason as ranks_unavailable  # the same rank pools, the same limits
@@ -226,7 +226,7 @@ def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         seed_all(case.seed + 1 + index)
         with step_grad_mode(case):  # compile_step's raw step leaves grad mode to its caller
             step()
-        optimizer.zero_grad()
+        zero_grads(optimizer, model.parameters)
         if scheduler is not None:
             step_scheduler(scheduler)
     return first_grads

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, with_setup
+from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, with_setup, zero_grads
 from .devices import seed_all
 from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
@@ -235,7 +235,7 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
 
         def closure() -> torch.Tensor:
             with torch.enable_grad():
-                optimizer.zero_grad()
+                zero_grads(optimizer, (contiguous, transposed))
                 loss = loss_fn(a, b, target, contiguous, transposed)
                 loss.backward()
             return loss

@@ -212,6 +212,29 @@ def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
 
 
 @functools.cache
+@contextlib.contextmanager
+def init_group_traced() -> Iterator[None]:
+    """Within: dynamo traces an optimizer's `_init_group` like any method. Outside, it runs it once,
+    eagerly, while tracing (torch/_dynamo/variables/optimizer.py, OptimizerVariable.call_method: torch.optim's
+    _init_group only creates state), so per-step work an optimizer does there is skipped by every compiled
+    step after the first. Compiles made within keep tracing it; reset dynamo after."""
+    from torch._dynamo.variables.optimizer import OptimizerVariable  # private: the one place it is named
+    from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
+
+    shortcut = OptimizerVariable.call_method
+
+    def traced(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if name == "_init_group":
+            return UserDefinedObjectVariable.call_method(self, tx, name, args, kwargs)
+        return shortcut(self, tx, name, args, kwargs)
+
+    OptimizerVariable.call_method = traced  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        OptimizerVariable.call_method = shortcut  # type: ignore[method-assign]
+
+
 def _torch_optim_wrapper_codes() -> frozenset:
     from torch.optim.optimizer import Optimizer, _use_grad_for_differentiable
 

@@ -47,6 +47,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
     schedulers = {name: _resolve_scheduler(name, locator) for name in spec.schedulers}
     for name, kwargs in spec.schedulers.items():
         _check_values(kwargs, ("schedulers", name), locator)
+        _check_scheduler_takes(optimizer_cls, name, schedulers[name], locator)
     _check_values(spec.kwargs, ("kwargs",), locator)
     _check_values({"model": {"import": spec.model}}, (), locator)
     if spec.setup:
@@ -330,6 +331,19 @@ def _resolve_optimizer(path: str, locator: Locator) -> type:
     if not (inspect.isclass(cls) and hasattr(cls, "step")):
         raise locator.error(("optimizer",), f"{path!r} is not an optimizer class")
     return cls
+
+
+def _check_scheduler_takes(optimizer_cls: Any, name: str, scheduler: type, locator: Locator) -> None:
+    """torch's LR schedulers refuse an optimizer that is no torch.optim.Optimizer (one that copies its
+    base class, as adamz does): said at the spec's key, not as a red in every scheduler case."""
+    import torch  # as _resolve_scheduler imports the schedulers: only for a spec that declares some
+
+    if scheduler.__module__.startswith(SCHEDULER_MODULE) and inspect.isclass(optimizer_cls) \
+            and not issubclass(optimizer_cls, torch.optim.Optimizer):
+        raise locator.error(("schedulers", name), f"torch's {name} takes a torch.optim.Optimizer and "
+                            f"{optimizer_cls.__name__} is not one (its bases: "
+                            f"{', '.join(f'{b.__module__}.{b.__qualname__}' for b in optimizer_cls.__mro__[1:-1]) or 'none'}); "
+                            "drop `schedulers` from this spec")
 
 
 def _resolve_scheduler(name: str, locator: Locator) -> type:
