@@ -275,6 +275,11 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
                   '  - {reason: "a sparse-gradient optimizer: the plugin\'s models give dense grads (sparse ones, as '
                   'nn.Embedding(sparse=True) gives, are not supported yet)"}']
         return form, two_linear, lines
+    if step_problem and "process group" in step_problem:
+        lines += [f"skip:  # its step needs torch.distributed initialized ({step_problem})",
+                  '  - {reason: "its step needs an initialized torch.distributed process group (it shares the update '
+                  'across ranks): the plugin steps it in one process, without one"}']
+        return form, two_linear, lines
     given = _closure_arguments(cls, form, kwargs) if step_problem else None
     if given is not None:
         lines += [f"skip:  # its step calls its closure with arguments ({given}) and raises without one ({step_problem})",

@@ -226,3 +226,29 @@ class InitGroupCountingSGD(PlainSGD):
             self._init_group(group, params)
             for p in params:
                 p.add_(p.grad / self.state[p]["step"], alpha=-group["lr"])
+
+
+class PlainObjectSGD:
+    """No torch.optim.Optimizer and no zero_grad: a step(closure) over a list of params (psgd's shape)."""
+
+    def __init__(self, params, lr=0.1):
+        self.params = list(params)
+        self.lr = lr
+
+    @torch.no_grad()
+    def step(self, closure):
+        with torch.enable_grad():
+            loss = closure()
+        for p in self.params:
+            p.add_(p.grad, alpha=-self.lr)
+        return loss
+
+
+class ShardNormSGD(PlainSGD):
+    """Scales each param's step by its grad's norm over `to_local()`: over FSDP2 shards, each shard's norm."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                local = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                p.add_(p.grad, alpha=-group["lr"] / max(float(local.norm()), 1e-8))

@@ -80,8 +80,8 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
     params = {n: p.detach().clone() for p, n in names.items()}
     state = {by_id.get(id(k), f"<state key #{i}: {type(k).__name__}>"):
              {sk: freeze(sv, by_id) for sk, sv in v.items()} if isinstance(v, dict) else {"": freeze(v, by_id)}
-             for i, (k, v) in enumerate(optimizer.state.items())}
-    groups = [{k: freeze(v, by_id) for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+             for i, (k, v) in enumerate(getattr(optimizer, "state", {}).items())}  # any optimizer: none kept
+    groups = [{k: freeze(v, by_id) for k, v in g.items() if k != "params"} for g in getattr(optimizer, "param_groups", [])]
     attrs = {
         k: freeze(v, by_id)
         for k, v in vars(optimizer).items()
@@ -100,7 +100,7 @@ def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[s
     owners.pop(None, None)
     names: dict[Any, str] = {p: n for n, p in model.named_parameters()}
     found = set()
-    for param, state in opt.state.items():
+    for param, state in getattr(opt, "state", {}).items():
         for key, value in state.items() if isinstance(state, dict) else ():
             if isinstance(value, torch.Tensor) and value.numel() and storage_pointer(value) in owners:
                 found.add(f"state[{key!r}] of {names.get(param, '?')} shares storage with {owners[storage_pointer(value)]}")

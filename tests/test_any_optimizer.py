@@ -1,0 +1,44 @@
+"""Optimizers outside torch.optim's contract: no torch.optim.Optimizer base, no zero_grad, a step that
+shards badly. What torch's own APIs refuse them is said once, at the spec or as not applicable."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import cases_from, one_case
+
+from pytest_optimtest.checks import CHECKS, NotApplicable, Verdict
+from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.vacuity import Blocked
+from pytest_optimtest.spec import SpecError
+
+
+def test_a_closure_case_steps_an_optimizer_without_zero_grad(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_unseen:PlainObjectSGD\nkwargs: {lr: 0.01}\nclosure: [true]\nchecks: [parity]\n")
+    assert isinstance(CHECKS["parity"].run(case, RunCache()), Verdict)
+
+
+def test_torch_schedulers_over_an_optimizer_that_is_not_a_torch_optimizer_are_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match=r"spec.yaml:6: \[schedulers.StepLR\] torch's StepLR takes a torch.optim.Optimizer "
+                                        r"and PlainObjectSGD is not one \(its bases: none\)"):
+        cases_from(tmp_path, "optimizer: planted_unseen:PlainObjectSGD\nkwargs: {lr: 0.01}\nclosure: [true]\n"
+                             "cases: [{name: default, schedulers: true}]\nschedulers:\n  StepLR: {step_size: 1}\n")
+
+
+def test_dcp_checkpoint_is_not_applicable_to_an_optimizer_that_is_not_a_torch_optimizer(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_unseen:PlainObjectSGD\nkwargs: {lr: 0.01}\nchecks: [checkpoint]\n"
+                              "closure: [true]\n")
+    with pytest.raises(NotApplicable, match="get_optimizer_state_dict takes a torch.optim.Optimizer, and PlainObjectSGD is not one"):
+        CHECKS["checkpoint"].run(case, RunCache())
+
+
+def test_a_sharded_run_that_differs_from_one_process_is_fsdps_red_not_checkpoints(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_unseen:ShardNormSGD\nkwargs: {lr: 0.01}\nchecks: [fsdp, checkpoint]\n"
+                              "fsdp: {compiled: false}\n")
+    runs = RunCache()
+    try:
+        with pytest.raises(AssertionError, match="eager sharded: param"):
+            CHECKS["fsdp"].run(case, runs)
+        with pytest.raises(Blocked, match="blocked by fsdp: the state loads as saved, but the eager step over params sharded"):
+            CHECKS["checkpoint"].run(case, runs)
+    finally:
+        runs.close()
