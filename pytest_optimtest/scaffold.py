@@ -236,6 +236,9 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
         split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
         try:
             construct(cls, split, two_linear(), kwargs, "cpu")
+            stepped = _stepped(cls, split, kwargs, two_linear, steps=1)[1]
+            if stepped is not None:  # it took a list where it wants an object (SAM's base optimizer)
+                raise ValueError(f"it constructs so, but its step raises {stepped}")
             return split, two_linear, [f"params:  # matrices to {required[0]}, the rest to {required[1]} (check which "
                                        "argument wants which)",
                                        f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}"]
@@ -449,7 +452,8 @@ def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
     if problem is None:
         return moved, None
     with_closure = _stepped_with(cls, form, kwargs, factory, steps, dtype, closure=True)  # a step that needs one
-    return with_closure if with_closure[1] is None else (moved, problem)
+    needs_closure = "'closure'" in problem  # then what its step raised given one says more
+    return with_closure if with_closure[1] is None or needs_closure else (moved, problem)
 
 
 def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, dtype: torch.dtype,
