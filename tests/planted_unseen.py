@@ -252,3 +252,19 @@ class ShardNormSGD(PlainSGD):
             for p in group["params"]:
                 local = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
                 p.add_(p.grad, alpha=-group["lr"] / max(float(local.norm()), 1e-8))
+
+
+class BaseOptimizerSAM(PlainSGD):
+    """Takes the optimizer it wraps as a second required argument and keeps whatever it is given, as
+    SAM does: split params across both arguments, it constructs and its step raises."""
+
+    def __init__(self, params, optim, rho=0.05):
+        torch.optim.Optimizer.__init__(self, params, {"rho": rho})
+        self.optim = optim
+
+    @torch.no_grad()
+    def step(self, closure):
+        with torch.enable_grad():
+            loss = closure()
+        self.optim.step()
+        return loss

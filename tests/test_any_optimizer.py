@@ -42,3 +42,12 @@ def test_a_sharded_run_that_differs_from_one_process_is_fsdps_red_not_checkpoint
             CHECKS["checkpoint"].run(case, runs)
     finally:
         runs.close()
+
+
+def test_init_does_not_split_params_into_an_argument_that_takes_an_optimizer():
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:BaseOptimizerSAM")
+    assert "  - {argument: optim}" not in text
+    assert ("# the constructor requires 'params' and 'optim' and refused matrices to one and the rest to the other "
+            "(ValueError: it constructs so, but its step raises AttributeError: 'list' object has no attribute 'step')") in text
