@@ -289,6 +289,11 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
                   '  - {reason: "its step calls the closure with arguments, a protocol of its own: torch.optim\'s '
                   'closures take none, and so do the plugin\'s"}']
         return form, two_linear, lines
+    if step_problem and _differentiates_closure(cls, form, kwargs):
+        lines += [f"skip:  # its step differentiates what its closure returns ({step_problem})",
+                  '  - {reason: "its step takes the loss from its closure before backward and differentiates it itself '
+                  '(psgd\'s protocol): torch.optim\'s closures call backward, and so do the plugin\'s"}']
+        return form, two_linear, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
                      "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
@@ -318,6 +323,19 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
     args, named = next(((a, n) for a, n in calls if a or n), ((), {}))
     shown = [*map(repr, args), *(f"{k}={v!r}" for k, v in named.items())]
     return ", ".join(shown) if shown else None
+
+
+def _differentiates_closure(cls: type, form: Any, kwargs: dict) -> bool:
+    """Whether the step steps given a closure that returns the loss without calling backward (psgd's Kron
+    and LRA call torch.autograd.grad on it), where torch.optim's protocol has the closure call backward."""
+    torch.manual_seed(0)
+    model, batch = two_linear(), torch.randn(10, IN_FEATURES)
+    try:
+        optimizer = construct(cls, form, model, kwargs, "cpu")
+        optimizer.step(lambda: model(batch).pow(2).sum())
+    except Exception:  # noqa: BLE001  # not that protocol either
+        return False
+    return True
 
 
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement

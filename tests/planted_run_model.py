@@ -445,3 +445,27 @@ class NoneGradRefusingSGD(PlainSGD):
             for p in group["params"]:
                 shape = p.grad.shape
                 p.add_(p.grad.reshape(shape), alpha=-group["lr"])
+
+
+class LossClosureSGD(PlainSGD):
+    """Differentiates what its closure returns itself (psgd's protocol): a closure that already called
+    backward leaves nothing to differentiate."""
+
+    @torch.no_grad()
+    def step(self, closure):
+        with torch.enable_grad():
+            loss = closure()
+            params = [p for g in self.param_groups for p in g["params"]]
+            grads = torch.autograd.grad(loss, params)
+        for p, g in zip(params, grads):
+            p.add_(g, alpha=-self.param_groups[0]["lr"])
+        return loss
+
+
+class RaisingWithoutGradSGD(PlainSGD):
+    """Divides by its grad's norm without asking whether it has one (Ranger21's ZeroDivisionError)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] / float(p.grad.norm()))

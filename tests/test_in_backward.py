@@ -78,3 +78,10 @@ def test_untieable_model_is_not_applicable(tmp_path):
 def test_diverged_run_is_not_a_pass(tmp_path):
     with pytest.raises(Diverged, match=r"diverged: reference param '\S+' grew from scale .* at step \d"):
         run("in_backward", case_for(tmp_path, "torch.optim.SGD", "{lr: 1.0}"))
+
+
+def test_a_step_that_raises_on_the_second_optimizers_grad_none_is_torchs_double_step(tmp_path):
+    case = case_for(tmp_path, "planted_run_model:RaisingWithoutGradSGD", "{lr: 0.01}")
+    with pytest.raises(AssertionError, match=r"the step raised AttributeError: .*\n  diagnosis: torch's doing: with two optimizers "
+                                             r"applied to a param, each optimizer's step\(\) ran 2 times in one backward"):
+        run("in_backward_two_optimizers", case)

@@ -230,6 +230,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:RelativeStepSGD", ["kwargs: {}  # RelativeStepSGD refuses an lr with its other defaults (ValueError: "
                                            "Cannot combine manual `lr`", "kwargs: {relative_step: false, lr: 0.001}  # with lr: 0.001"],
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
+    ("planted_run_model:LossClosureSGD", ["skip:  # its step differentiates what its closure returns", "psgd's protocol"],
+     ["fill in `params`"]),
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
 ])
