@@ -417,8 +417,11 @@ class UseMuonGroupsSGD(PlainSGD):
     def __init__(self, param_groups):
         for group in param_groups:
             assert "use_muon" in group
-            group.setdefault("lr", 0.02 if group["use_muon"] else 3e-4)
-        torch.optim.Optimizer.__init__(self, param_groups, {})
+        torch.optim.Optimizer.__init__(self, param_groups, {"lr": 0.01})
+
+    def add_param_group(self, param_group):
+        assert "use_muon" in param_group, "use_muon"
+        super().add_param_group(param_group)
 
 
 class RelativeStepSGD(PlainSGD):

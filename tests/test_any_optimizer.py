@@ -51,3 +51,9 @@ def test_init_does_not_split_params_into_an_argument_that_takes_an_optimizer():
     assert "  - {argument: optim}" not in text
     assert ("# the constructor requires 'params' and 'optim' and refused matrices to one and the rest to the other "
             "(ValueError: it constructs so, but its step raises AttributeError: 'list' object has no attribute 'step')") in text
+
+
+def test_a_param_group_added_by_a_law_carries_the_options_of_the_spec_group_that_takes_its_params(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_run_model:UseMuonGroupsSGD\nkwargs: {}\nchecks: [law_add_param_group]\n"
+                              "params:\n  - {min_ndim: 2, use_muon: true}\n  - {use_muon: false}\n")
+    assert isinstance(CHECKS["law_add_param_group"].run(case, RunCache()), Verdict)

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import torch
 
+from ..spec.param_groups import assign
+from ..spec.values import build_kwargs
 from .isolation import isolated_case
 from .law_runs import law_grads, law_params, law_trajectory
 from .snapshot import OptimizerSnapshot
@@ -53,7 +55,15 @@ def _add(case: Any, optimizer: Any, own: dict[str, torch.nn.Parameter]) -> None:
         raise NotApplicable(f"{case.id}: {type(optimizer).__qualname__} has no add_param_group")
     # named as the groups it holds are (torch refuses a mix): a constructor may take names and keep none
     named = case.params == "named" and all("param_names" in g for g in optimizer.param_groups)
-    optimizer.add_param_group({"params": [(n, own[n]) if named else own[n] for n in JOINING]})
+    if not isinstance(case.params, (list, tuple)):
+        optimizer.add_param_group({"params": [(n, own[n]) if named else own[n] for n in JOINING]})
+        return
+    # the spec's groups carry options the optimizer needs in every group (Muon's hybrids: use_muon): the
+    # joiners come as the groups that would have taken them, each with its options
+    members, _ = assign(case.params, [(n, own[n].ndim) for n in JOINING])
+    for group, taken in zip(case.params, members):
+        if taken:
+            optimizer.add_param_group({"params": [own[JOINING[i]] for i in taken], **build_kwargs(group.options, case.device)})
 
 
 def _only(snap: OptimizerSnapshot) -> OptimizerSnapshot:
