@@ -285,7 +285,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
         return form, two_linear, lines
     given = _closure_arguments(cls, form, kwargs) if step_problem else None
     if given is not None:
-        lines += [f"skip:  # its step calls its closure with arguments ({given}) and raises without one ({step_problem})",
+        lines += [f"skip:  # its step calls its closure with arguments ({given}): {step_problem}",
                   '  - {reason: "its step calls the closure with arguments, a protocol of its own: torch.optim\'s '
                   'closures take none, and so do the plugin\'s"}']
         return form, two_linear, lines
@@ -489,6 +489,8 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
                 value = model(batch).pow(2).sum()
                 value.backward()
             return value
+
+        loss.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
 
         loss()
         with torch.set_grad_enabled(grad):

@@ -298,11 +298,13 @@ class OptimtestSession:
         failure = self.runs.ladder(item.case).first_failure(("compiled_matches",))
         return failure if failure is not None and failure.rung == "compiled_matches" else None
 
-    def _same_error(self, item: CheckItem, exc: Exception) -> tuple[RungFailure | None, str]:
+    def _same_error(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
         """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
         it: the first item of the case to raise it is its one red, a later one raising the same error at the
         same line is blocked by it (a step that refuses params without grads fails every check that gives it
         some); (None, "") for a check's own verdict or a rank's failure."""
+        if isinstance(exc, AssertionError) and exc.__cause__ is not None and not isinstance(exc.__cause__, AssertionError):
+            exc = exc.__cause__  # a check's verdict on the error it caught (a diagnosis beside it): the error is the cause
         if not isinstance(item.case, Case) or isinstance(exc, AssertionError):
             return None, ""
         found = blame(exc)
