@@ -273,31 +273,38 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     if step_problem and _stepped(cls, form, kwargs, two_linear, steps=1, dtype=torch.bfloat16)[1] is None:
         lines.append(f"dtypes: [bfloat16]  # its step refuses float32 params and steps bf16 ones: {step_problem}")
         return form, two_linear, lines
-    if step_problem and _steps_sparse_grads_only(cls, form, kwargs):
-        lines += [f"skip:  # its step refuses dense grads ({step_problem}) and steps sparse ones",
-                  '  - {reason: "a sparse-gradient optimizer: the plugin\'s models give dense grads (sparse ones, as '
-                  'nn.Embedding(sparse=True) gives, are not supported yet)"}']
-        return form, two_linear, lines
-    if step_problem and "process group" in step_problem:
-        lines += [f"skip:  # its step needs torch.distributed initialized ({step_problem})",
-                  '  - {reason: "its step needs an initialized torch.distributed process group (it shares the update '
-                  'across ranks): the plugin steps it in one process, without one"}']
-        return form, two_linear, lines
-    given = _closure_arguments(cls, form, kwargs) if step_problem else None
-    if given is not None:
-        lines += [f"skip:  # its step calls its closure with arguments ({given}): {step_problem}",
-                  '  - {reason: "its step calls the closure with arguments, a protocol of its own: torch.optim\'s '
-                  'closures take none, and so do the plugin\'s"}']
-        return form, two_linear, lines
-    if step_problem and _differentiates_closure(cls, form, kwargs):
-        lines += [f"skip:  # its step differentiates what its closure returns ({step_problem})",
-                  '  - {reason: "its step takes the loss from its closure before backward and differentiates it itself '
-                  '(psgd\'s protocol): torch.optim\'s closures call backward, and so do the plugin\'s"}']
+    skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
+    if skip is not None:
+        comment, reason = skip
+        lines += [f"skip:  # {comment}", f'  - {{reason: "{reason}"}}']
         return form, two_linear, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
                      "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
     return form, two_linear, lines
+
+
+def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple[str, str] | None:
+    """(comment, skip reason) where the step needs what no plugin run gives it: sparse grads, a process
+    group, a closure protocol of its own; None where filling in params or a model may do."""
+    if _steps_sparse_grads_only(cls, form, kwargs):
+        return (f"its step refuses dense grads ({step_problem}) and steps sparse ones",
+                "a sparse-gradient optimizer: the plugin's models give dense grads (sparse ones, as "
+                "nn.Embedding(sparse=True) gives, are not supported yet)")
+    if "process group" in step_problem:
+        return (f"its step needs torch.distributed initialized ({step_problem})",
+                "its step needs an initialized torch.distributed process group (it shares the update across ranks): "
+                "the plugin steps it in one process, without one")
+    given = _closure_arguments(cls, form, kwargs)
+    if given is not None:
+        return (f"its step calls its closure with arguments ({given}): {step_problem}",
+                "its step calls the closure with arguments, a protocol of its own: torch.optim's closures take none, "
+                "and so do the plugin's")
+    if _differentiates_closure(cls, form, kwargs):
+        return (f"its step differentiates what its closure returns ({step_problem})",
+                "its step takes the loss from its closure before backward and differentiates it itself (psgd's "
+                "protocol): torch.optim's closures call backward, and so do the plugin's")
+    return None
 
 
 def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
