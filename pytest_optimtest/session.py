@@ -302,13 +302,14 @@ class OptimtestSession:
         """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
         it: the first item of the case to raise it is its one red, a later one raising the same error at the
         same line is blocked by it (a step that refuses params without grads fails every check that gives it
-        some); (None, "") for a check's own verdict or a rank's failure."""
-        if isinstance(exc, AssertionError) and exc.__cause__ is not None and not isinstance(exc.__cause__, AssertionError):
-            exc = exc.__cause__  # a check's verdict on the error it caught (a diagnosis beside it): the error is the cause
-        if not isinstance(item.case, Case) or isinstance(exc, AssertionError):
+        some), its own asserts included; (None, "") for a check's own verdict or a rank's failure."""
+        cause = exc.__cause__
+        if isinstance(exc, AssertionError) and cause is not None and blame(cause).owner in ("optimizer", "torch"):
+            exc = cause  # a check's verdict on the error it caught (a diagnosis beside it): the error is the cause
+        if not isinstance(item.case, Case):
             return None, ""
         found = blame(exc)
-        if found.owner not in ("optimizer", "torch"):
+        if found.owner not in ("optimizer", "torch"):  # a check's own verdict, a rank's failure: raised in our code
             return None, ""
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
         claimed = self.root_causes.setdefault((item.case.key, f"{failure.cause} at {failure.where}"), item.nodeid)

@@ -472,3 +472,13 @@ class RaisingWithoutGradSGD(PlainSGD):
         for group in self.param_groups:
             for p in group["params"]:
                 p.add_(p.grad, alpha=-group["lr"] / float(p.grad.norm()))
+
+
+class NoneGradAssertingSGD(PlainSGD):
+    """Asserts every param has a grad: its own AssertionError, raised in every check that leaves one without."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                assert p.grad is not None, "every param needs a grad"
+                p.add_(p.grad, alpha=-group["lr"])

@@ -47,6 +47,8 @@ SPECS = {
              "checks: [parity, law_grads_untouched, law_determinism, in_backward, fuzz_determinism]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
     "nonegrad": "optimizer: planted_run_model:NoneGradRefusingSGD\nkwargs: {lr: 0.01}\nlaws: {untouched: true}\n"
                 "checks: [parity, none_grads, law_untouched, in_backward, in_backward_two_optimizers]\n",
+    "noneassert": "optimizer: planted_run_model:NoneGradAssertingSGD\nkwargs: {lr: 0.01}\nlaws: {untouched: true}\n"
+                  "checks: [parity, none_grads, law_untouched, in_backward, in_backward_two_optimizers]\n",
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
@@ -82,6 +84,8 @@ def test_one_error_raised_in_several_checks_of_a_case_is_one_red(session):
     assert "blocked by the same error in " in out and "AttributeError: 'NoneType' object has no attribute 'shape'" in out
     [cause] = [c for c in report["root_causes"] if c["optimizer"].endswith("NoneGradRefusingSGD")]
     assert (cause["red"], cause["blocked"]) == (1, 2), cause
+    asserting = _outcomes(out, "nonegradassertingsgd-default-cpu")  # the optimizer's own assert: the same rule
+    assert sorted(asserting.values()).count("FAILED") == 1 and "AssertionError: every param needs a grad" in out, asserting
 
 
 def test_a_property_draws_no_case_whose_eager_step_fails_one_root_cause_is_one_red(session):
