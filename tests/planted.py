@@ -415,9 +415,13 @@ def rank_exit(payload: int, rank: int, world_size: int) -> None:
 
 
 def every_rank_exits(payload: int, rank: int, world_size: int) -> None:
-    """A rank job: every rank exits, rank r with code `payload + r`, rank 1 a moment after rank 0."""
+    """A rank job: every rank exits, rank r with code `payload + r`, rank 1 a moment after rank 0 (both
+    from one barrier: the ranks take a job at their own pace)."""
     import time
 
+    import torch.distributed as dist
+
+    dist.barrier()
     time.sleep(0.2 * rank)
     os._exit(payload + rank)
 
