@@ -57,3 +57,16 @@ def test_a_param_group_added_by_a_law_carries_the_options_of_the_spec_group_that
     case = one_case(tmp_path, "optimizer: planted_run_model:UseMuonGroupsSGD\nkwargs: {}\nchecks: [law_add_param_group]\n"
                               "params:\n  - {min_ndim: 2, use_muon: true}\n  - {use_muon: false}\n")
     assert isinstance(CHECKS["law_add_param_group"].run(case, RunCache()), Verdict)
+
+
+def test_dynamo_traces_init_group_only_within_and_again_each_time():
+    """The _init_group diagnosis patches dynamo for its rerun alone, as often as cases fail."""
+    from torch._dynamo.variables.optimizer import OptimizerVariable
+
+    from pytest_optimtest.harness import torch_api
+
+    shortcut = OptimizerVariable.call_method
+    for _ in range(2):
+        with torch_api.init_group_traced():
+            assert OptimizerVariable.call_method is not shortcut
+        assert OptimizerVariable.call_method is shortcut

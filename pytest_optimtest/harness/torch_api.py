@@ -211,7 +211,6 @@ def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
     return torch._inductor.config.patch(options)
 
 
-@functools.cache
 @contextlib.contextmanager
 def init_group_traced() -> Iterator[None]:
     """Within: dynamo traces an optimizer's `_init_group` like any method. Outside, it runs it once,
@@ -235,6 +234,7 @@ def init_group_traced() -> Iterator[None]:
         OptimizerVariable.call_method = shortcut  # type: ignore[method-assign]
 
 
+@functools.cache
 def _torch_optim_wrapper_codes() -> frozenset:
     from torch.optim.optimizer import Optimizer, _use_grad_for_differentiable
 
