@@ -570,9 +570,11 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
     """(fuzz settings, notes): the param shapes the step refuses under any case's kwargs, so that fuzz
     draws only shapes the optimizer claims. Each shape is probed alone and beside a matrix, as fuzz
     draws them: a step may take a 0-d param alone and refuse it among others (one that stacks its
-    params), or the reverse (one that drops 0-d params and then has none)."""
-    if form not in ("list", "named"):
-        return {}, ["fuzzed shapes: init steps loose params only; set min_dims / allow_empty if it refuses some"]
+    params), or the reverse (one that drops 0-d params and then has none). In a grouped form each
+    probed param joins the group its name and ndim select, as fuzz's drawn params do."""
+    if form == "model":
+        return {}, ["fuzzed shapes: init cannot hand the model loose params; set min_dims / allow_empty if it "
+                    "refuses some"]
     settings: dict[str, Any] = {}
     notes = []
     # an empty param of either side: fuzz draws both (Muon divides by the last side's size)

@@ -424,6 +424,18 @@ class UseMuonGroupsSGD(PlainSGD):
         super().add_param_group(param_group)
 
 
+class EmptyRefusingMuonGroupsSGD(UseMuonGroupsSGD):
+    """Takes use_muon-flagged groups and refuses an empty matrix in a use_muon group (Muon's
+    Newton-Schulz divides by a side): fuzz must draw only what the flagged form steps."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if group["use_muon"] and p.numel() == 0:
+                    raise ValueError(f"use_muon params need both sides, got {tuple(p.shape)}")
+                p.add_(p.grad, alpha=-group["lr"])
+
+
 class RelativeStepSGD(PlainSGD):
     """Refuses an lr unless relative_step is off, and then needs one (HF Adafactor's shape)."""
 

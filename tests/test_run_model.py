@@ -231,6 +231,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:EpochScheduledSGD", ["num_epochs: 10, num_batches_per_epoch: 10}"], []),
     ("planted_run_model:UseMuonGroupsSGD", ["params:  # matrices in a group with use_muon: true", "  - {min_ndim: 2, use_muon: true}",
                                             "  - {use_muon: false}"], ["fill in `params`"]),
+    ("planted_run_model:EmptyRefusingMuonGroupsSGD", ["  - {min_ndim: 2, use_muon: true}", "allow_empty: false}",
+                                                      "# fuzz draws no param of shape (0, 3) (allow_empty: false): its step "
+                                                      "refused one alone: ValueError: use_muon params need both sides"],
+     ["init steps loose params only"]),
     ("planted_run_model:RelativeStepSGD", ["kwargs: {}  # RelativeStepSGD refuses an lr with its other defaults (ValueError: "
                                            "Cannot combine manual `lr`", "kwargs: {relative_step: false, lr: 0.001}  # with lr: 0.001"],
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
