@@ -77,6 +77,31 @@ class LateStateSGD(MomentumSGD):
                     p.add_(state["previous"], alpha=-group["lr"])
 
 
+class GroupCountingSGD(PlainSGD):
+    """Keeps its step count in its param groups and no per-param state (BouncingDecayer's shape): DCP's
+    get_optimizer_state_dict steps an optimizer with empty state at lr 0, so each save counts a step."""
+
+    def __init__(self, params, lr=0.1):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "step": 0})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["step"] += 1
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] / group["step"])
+
+
+class ConstructorSeedMomentumSGD(MomentumSGD):
+    """Seeds each param's state in its constructor (APOLLO's shape): DCP takes that for initialized
+    state, and its momentum buffers have nowhere to load into."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for index, p in enumerate(group["params"]):
+                self.state[p]["seed"] = index
+
+
 def scalar_scale(device: str = "cpu") -> torch.nn.Module:
     """A model with a 0-d param (a learned scale): FSDP2 shards params along dim 0, and has none here."""
 

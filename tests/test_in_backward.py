@@ -58,6 +58,16 @@ def test_random_optimizer_needs_per_parameter_reference(tmp_path):
     assert "one optimizer per param in hook order, because draws random numbers in step" in run("in_backward", case)
 
 
+def test_an_optimizer_coupling_params_is_not_compared_with_one_optimizer_a_group(tmp_path):
+    # Ranger21 without normgc: in-backward equals one optimizer per param, not one per group, by design
+    case = case_for(tmp_path, "planted_contract:GlobalNormSGD", "{lr: 0.01}")
+    with pytest.raises(NotApplicable, match=r"not comparable with one optimizer a group: in-backward differs from it "
+                                            r"\(param\['\S+'\]: .*equals one optimizer per param stepped in hook order"):
+        run("in_backward", case)
+    case = case_for(tmp_path, "planted_contract:GlobalNormSGD", "{lr: 0.01}", extra="in_backward: {per_parameter: a global norm}")
+    assert "one optimizer per param in hook order, because a global norm" in run("in_backward", case)
+
+
 def test_closure_optimizers_are_not_applicable(tmp_path):
     with pytest.raises(NotApplicable, match="requires a closure"):
         run("in_backward", case_for(tmp_path, "planted:NeedsClosure"))

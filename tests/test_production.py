@@ -180,6 +180,24 @@ def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_pa
     assert "Create every state key on the first step" in message
 
 
+def test_a_save_that_steps_a_stateless_optimizer_is_dcps_doing_and_one_red(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:GroupCountingSGD", "{compiled: false}"))
+    runs = RunCache()
+    assert "equal one process" in run("fsdp", case, runs)
+    message = failure("checkpoint", case, runs)
+    assert "saving changed the optimizer it saved: param_groups[0]['step']: right after saving 4 != before saving 3" in message
+    assert "torch's doing (DCP), met by this optimizer" in message and "_init_optim_state" in message
+    assert "right after loading" not in message and "resumed at" not in message  # loads as saved, resumes as never stopped
+
+
+def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:ConstructorSeedMomentumSGD", "{compiled: false}"))
+    message = failure("checkpoint", case)
+    assert "state['0.weight']['momentum_buffer']: missing in loaded at one process" in message
+    assert "the optimizer's doing: it holds state before its first step (0.weight: seed" in message
+    assert "Create every state key on the first step" not in message
+
+
 # The crash is seen when rank 1 exits, so its timeout only bounds a slow start: 15 s was not enough under a
 # loaded suite on torch 2.15 (both ranks still starting); the hang waits out its timeout whatever the load.
 @pytest.mark.parametrize("optimizer, timeout_s, says", [("CrashOnRank1", 120, r"rank 1 failed \(exit code 3\)"),

@@ -162,16 +162,22 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         raise AssertionError(f"{case.id}: saving the optimizer's state with torch.distributed.checkpoint "
                              f"(get_optimizer_state_dict, dcp.save) on {ws} ranks after {steps} steps raised: "
                              f"{run.eager.save_error}")
-    never_stopped = run.eager.continued
-    assert never_stopped is not None  # the eager sharded run always trains on after saving
-    problems: list[str] = []
+    never_stopped, saved = run.eager.continued, run.eager.after_save
+    assert never_stopped is not None and saved is not None  # the eager sharded run always trains on after saving
+    problems = [f"saving changed the optimizer it saved: {d}" for d in
+                _differences("right after saving", run.eager, saved, tol, "before saving")]
+    held: dict[str, list[str]] = {}
     for size in case.sections["fsdp"].load_world_sizes:
         at = "one process (whole params)" if size == 1 else f"{size} ranks"
         resumed = resume_on_ranks(run, size, runs.rank_pools)
         if resumed.error or resumed.loaded is None:
-            problems.append(f"loading at {at} raised: {resumed.error}")
+            stepping = (" (in the optimizer's step: loading steps a fresh optimizer once, with zero grads at lr 0, to "
+                        "create the state it loads into; torch/distributed/checkpoint/state_dict.py, _init_optim_state)"
+                        if " in step" in (resumed.error or "") else "")
+            problems.append(f"loading at {at} raised{stepping}: {resumed.error}")
             continue
-        loaded = _differences(f"loaded at {at}", run.eager, resumed.loaded, tol, f"saved on {ws} ranks")
+        held = held or resumed.held_before_load
+        loaded = _differences(f"loaded at {at}", saved, resumed.loaded, tol, f"saved on {ws} ranks")
         problems += [f"right after loading at {at}, vs the state saved on {ws} ranks: {d}" for d in loaded]
         if not loaded and not (sharded_differs and size != ws):
             problems += [f"resumed at {at}, {steps} steps on: {d}" for d in
@@ -182,9 +188,10 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
                       "differs from the one that never stopped for that reason")
     if problems:
         dropped = any("missing in loaded" in p for p in problems)
+        why = (SAVE_STEPS if problems[0].startswith("saving changed") else
+               _constructor_state(held) if dropped and held else DROPPED_KEYS if dropped else "")
         raise AssertionError(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
-                             f"{steps} steps does not resume like the run that never stopped:" + listed(problems)
-                             + (DROPPED_KEYS if dropped else ""))
+                             f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why)
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
     return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
@@ -196,6 +203,21 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
 DROPPED_KEYS = ("\n DCP loads a checkpoint into the state the optimizer holds (get_optimizer_state_dict makes it with one "
                 "zero-grad, zero-lr step when there is none): a state key the optimizer creates only on a later step "
                 "has no place to load into and is dropped. Create every state key on the first step.")
+
+
+SAVE_STEPS = ("\n torch's doing (DCP), met by this optimizer: get_optimizer_state_dict, which a save calls, initializes an "
+              "optimizer whose state is empty by calling its step() with zero grads at lr 0 "
+              "(torch/distributed/checkpoint/state_dict.py, _init_optim_state). This optimizer keeps no per-param state, so "
+              "every save steps it once more, and whatever that step changes (a step count in its param groups, a move "
+              "that does not scale with lr) is saved and trained on. Way around: keep per-param state in self.state.")
+
+
+def _constructor_state(held: dict[str, list[str]]) -> str:
+    shown = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in list(held.items())[:3])
+    return (f"\n the optimizer's doing: it holds state before its first step ({shown}), so DCP's get_optimizer_state_dict "
+            "takes that for initialized state and does not run its zero-lr step: a checkpoint loads only into the keys "
+            "the optimizer holds, and every other key it saved was dropped. Create state in step(), or all of it in "
+            "the constructor.")
 
 
 FSDP = Check("fsdp", check_fsdp, "FSDP2-sharded params on N ranks, eager and compiled, vs whole params in one process",

@@ -49,6 +49,8 @@ class Trained:
     unshardable: str | None = None  # why fully_shard refused the spec's model
     save_error: str | None = None  # what torch.distributed.checkpoint raised saving the state
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
+    held_before_load: dict[str, list[str]] = field(default_factory=dict)  # a resumed run: state keys per param its fresh optimizer held
+    after_save: Trained | None = None  # a checkpointed run: what it held right after DCP saved it
     continued: Trained | None = None  # a checkpointed run: what it held after training on, never stopped
 
 
@@ -179,6 +181,7 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
         except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
             trained.save_error = _described(exc)
             return trained
+        trained.after_save = _trained(model, optimizer, scheduler)  # DCP steps an optimizer whose state is empty
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
         trained.continued = _trained(model, optimizer, scheduler)
     return trained
@@ -192,12 +195,14 @@ def _resume(payload: _Resume, mesh: Any) -> Trained:
         model = _sharded(model, mesh)
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None  # made before loading, as a training script does
+    names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
+    held = {names.get(p, f"<{type(p).__name__}>"): sorted(map(str, entry)) for p, entry in optimizer.state.items() if entry}
     torch_api.dcp_load(model, optimizer, payload.checkpoint)
     if scheduler is not None and payload.scheduler is not None:
         scheduler.load_state_dict(payload.scheduler)
     loaded = _trained(model, optimizer, scheduler)
     _train(case, model, optimizer, optimizer.step, scheduler, payload.batches, first=case.distributed.iterations)
-    return replace(_trained(model, optimizer, scheduler), loaded=loaded)
+    return replace(_trained(model, optimizer, scheduler), loaded=loaded, held_before_load=held)
 
 
 def _mesh(case: Case, world_size: int) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -16,6 +16,7 @@ from ..spec.case import Case
 from ..spec.schema import MAX_STEPS, StrictModel
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
+from .compare import value_differences
 from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
@@ -203,6 +204,18 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
 
 def _values(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def matches_per_param_reference(case: Case, tied: bool = False, copies: int = 1) -> bool:
+    """Whether in-backward equals one optimizer per param stepped in hook order at every step, where
+    it differed from the spec's reference (one optimizer a group): then the optimizer couples params
+    or draws random numbers, and in-backward did what it promises (run on a red only)."""
+    section = in_backward_section(case)
+    if section.per_parameter is not None:
+        return False
+    probe = replace(case, sections={**case.sections, SECTION_KEY: section.model_copy(update={"per_parameter": "probe"})})
+    run = run_in_backward(probe, tied, copies)
+    return run.failure is None and all(not value_differences("param", ref, got, case.tolerance) for _, ref, got in run.steps())
 
 
 def double_step_diagnosis(case: Case) -> str | None:
