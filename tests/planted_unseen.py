@@ -3,6 +3,7 @@ hold on optimizers nobody here has seen). Each is correct, or wrong in one named
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -268,3 +269,51 @@ class BaseOptimizerSAM(PlainSGD):
             loss = closure()
         self.optim.step()
         return loss
+
+
+def _use_grad_copy(func):
+    """A package's copy of torch.optim's `_use_grad_for_differentiable` (AdamZ vendors torch's Optimizer)."""
+
+    def _use_grad(self, *args, **kwargs):
+        prev_grad = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(False)
+            torch._dynamo.graph_break()
+            ret = func(self, *args, **kwargs)
+        finally:
+            torch._dynamo.graph_break()
+            torch.set_grad_enabled(prev_grad)
+        return ret
+
+    functools.update_wrapper(_use_grad, func)
+    return _use_grad
+
+
+class VendoredWrapperSGD(PlainSGD):
+    """Its step under a copy of torch.optim's graph-breaking wrapper, as under torch's own."""
+
+    @_use_grad_copy
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._update()
+        return loss
+
+
+class CompiledForeachRaisingSGD(PlainSGD):
+    """Its foreach path raises under torch.compile only (AdamZ's vendored foreach Adam does)."""
+
+    def __init__(self, params, lr=0.1, foreach=None):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "foreach": foreach})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            params = group["params"]
+            if group["foreach"] and torch.compiler.is_compiling():  # scalars of the wrong shape: fake tensors refuse them
+                scalars = torch.full((len(params), 1), -group["lr"])
+                torch._foreach_addcdiv_(params, [p.grad for p in params], [torch.ones_like(p) for p in params], scalars)
+                continue
+            for p in params:
+                p.add_(p.grad, alpha=-group["lr"])

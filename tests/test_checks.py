@@ -113,6 +113,21 @@ def test_a_subclass_calling_super_step_compiles_fullgraph_and_matches(tmp_path):
     assert vars(torch.optim.SGD)["step"] is wrapped  # torch.optim is restored after the case
 
 
+def test_a_vendored_copy_of_torch_optims_step_wrapper_is_unwrapped_like_torchs(tmp_path):
+    # AdamZ vendors torch's Optimizer: its copy of the wrapper's two graph breaks were counted as the step's
+    case = one_case(tmp_path, "optimizer: planted_unseen:VendoredWrapperSGD\nkwargs: {lr: 0.1}\n")
+    runs = RunCache()
+    assert "equal" in CHECKS["parity"].run(case, runs)
+    assert CHECKS["graph_breaks"].run(case, runs) == "0 graph breaks"
+
+
+def test_compile_time_times_the_cases_own_path_where_its_foreach_path_raises_compiled(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_unseen:CompiledForeachRaisingSGD\nkwargs: {lr: 0.1}\n")
+    verdict = CHECKS["compile_time"].run(case, RunCache())
+    assert verdict.startswith("first step over 100 tensors") and "its foreach step raised compiled" in verdict
+    assert "TorchRuntimeError" in verdict.evidence["foreach_raised"], verdict.evidence
+
+
 def test_super_step_keeps_torch_optims_grad_mode_where_grad_is_on(tmp_path):
     # in-backward steps run inside backward hooks with grad enabled: the base step must still
     # run under the grad mode torch.optim's wrapper sets (no_grad), or its in-place ops fail

@@ -248,16 +248,29 @@ def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
 
     torch.optim wraps step in a profiling hook wrapper and in `_use_grad_for_differentiable`,
     which inserts graph breaks; PyTorch's tests compile the function under them, under
-    no_grad, and so do we (see optimizer.py's "Note on graph break"). Other decorators,
-    a user's torch.compiler.disable included, are kept.
+    no_grad, and so do we (see optimizer.py's "Note on graph break"). A package's copy of
+    those wrappers is unwrapped too. Other decorators, a user's torch.compiler.disable
+    included, are kept.
     """
     return _without_torch_optim_wrappers(type(optimizer).step).__get__(optimizer)
 
 
+# What a copy of torch.optim's step wrappers calls (a package vendoring torch's Optimizer, AdamZ's): known by
+# name and by these calls, as its code objects are not torch's
+_VENDORED_WRAPPER_CALLS = {"wrapper": {"record_function", "_optimizer_step_code"},
+                           "_use_grad": {"graph_break", "set_grad_enabled"}}
+
+
+def _is_torch_optim_wrapper(step: Callable[..., Any]) -> bool:
+    code = getattr(step, "__code__", None)
+    if code is None or not hasattr(step, "__wrapped__"):
+        return False
+    return code in _torch_optim_wrapper_codes() or _VENDORED_WRAPPER_CALLS.get(code.co_name, {""}) <= set(code.co_names)
+
+
 def _without_torch_optim_wrappers(step: Callable[..., Any]) -> Callable[..., Any]:
-    wrappers = _torch_optim_wrapper_codes()
-    while getattr(step, "__code__", None) in wrappers and hasattr(step, "__wrapped__"):
-        step = step.__wrapped__
+    while _is_torch_optim_wrapper(step):
+        step = step.__wrapped__  # type: ignore[attr-defined]  # checked above
     return step
 
 
