@@ -56,8 +56,11 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     lr_refusal = _lr_refusal(cls, lr) if has_lr else None
     has_lr = has_lr and lr_refusal is None
     name = cls.__name__.lower()
-    fills, fill_notes = _required_fills(cls, {"lr": lr} if has_lr else {})
-    probe: Any = functools.partial(cls, **fills) if fills else cls  # what every probe below constructs
+    instances, instance_lines, instance_notes = _required_instances(cls)
+    probed: Any = functools.partial(cls, **instances) if instances else cls
+    fills, fill_notes = _required_fills(probed, {"lr": lr} if has_lr else {})
+    fill_notes = [*instance_notes, *fill_notes]
+    probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
     form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {})
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
@@ -75,7 +78,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype) if has_lr else None
     closure_line = _closure_line(probe, form, factory, base, dtype)
-    shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items())
+    shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
+    tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory) if has_lr else None
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
@@ -103,8 +107,11 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         lines.append(f"# left out of the laws and properties: {', '.join(dropped)}: the constructor accepts it and keeps it "
                      "nowhere (not in its defaults, param groups or attributes), so a law over it would compare identical runs")
     schedules = has_lr and issubclass(cls, torch.optim.Optimizer)  # torch's schedulers take nothing else
-    if has_lr:  # a tensor lr, and the schedulers that change lr, need an lr
+    if has_lr and tensor_lr_refusal is None:  # a tensor lr, and the schedulers that change lr, need an lr
         lines += ["  - name: tensor_lr", f"    kwargs: {{lr: {{tensor: {lr!r}}}}}", *(["    schedulers: true"] if schedules else [])]
+    elif has_lr:
+        lines += [f"  # left out: tensor_lr: a tensor lr is refused ({tensor_lr_refusal})",
+                  *(["  - name: scheduled", "    schedulers: true"] if schedules else [])]
     lines += [
         *low_precision_lines,
         *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if schedules else
@@ -120,7 +127,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         *_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory is two_linear_no_bias, stored,
-               "allow_empty" not in shapes),
+               "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -161,6 +168,31 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
         return {}, [f"{', '.join(names)}: the constructor requires them and no guess of {REQUIRED_GUESSES} stepped: fill them in"]
     return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor requires; "
                    "put your values"]
+
+
+def _required_instances(cls: type) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """({name: instance}, {name: spec value}, notes) for arguments after params that have no default
+    and are annotated with a class that constructs without arguments (a config dataclass, as
+    GaLoreAdamW's `cfg: GaLoreConfig`): each given as a default instance, `{call: "mod:Class"}`."""
+    import typing  # get_type_hints resolves annotations written under `from __future__ import annotations`
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]  # the class's own constructor
+    except Exception:  # noqa: BLE001  # an annotation that does not resolve: nothing to construct from
+        return {}, {}, []
+    instances, shown = {}, {}
+    for parameter in list(inspect.signature(cls).parameters.values())[1:]:
+        kind = hints.get(parameter.name)
+        if parameter.default is not parameter.empty or not inspect.isclass(kind) or kind.__module__ == "builtins":
+            continue
+        try:
+            instances[parameter.name] = kind()
+        except Exception:  # noqa: BLE001  # it needs arguments of its own: left for the user, as before
+            continue
+        shown[parameter.name] = f'{{call: "{kind.__module__}:{kind.__qualname__}"}}'
+    notes = [f"{name}: {type(value).__qualname__}() with its defaults (init's guess for what the constructor requires): "
+             "put yours" for name, value in instances.items()]
+    return instances, shown, notes
 
 
 def _lr_refusal(cls: type, lr: float) -> str | None:
@@ -642,7 +674,8 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     return None
 
 
-def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], empty: bool = True) -> list[str]:
+def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], empty: bool = True,
+          tensor_lr: bool = True) -> list[str]:
     """The conformance laws the constructor makes checkable (`lr` None: the cases give none); the two
     init cannot judge, commented out."""
     lines = ["laws:  # conformance laws, each its own item (docs/laws.md); drop one it does not claim"]
@@ -653,7 +686,7 @@ def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], em
     variants = []
     if "foreach" in stored:
         variants.append("    foreach: [{foreach: false}, {foreach: true}]")
-    if lr is not None:
+    if lr is not None and tensor_lr:
         variants.append(f"    tensor_lr: [{{lr: {lr!r}}}, {{lr: {{tensor: {lr!r}}}}}]")
     if variants:
         lines += ["  equivalent:  # kwargs that must not change the run", *variants]

@@ -3,6 +3,8 @@ in a way that naive checks mistake for wrong (a diverging lr) or take as proof (
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch.optim.optimizer import required
 
@@ -434,6 +436,27 @@ class EmptyRefusingMuonGroupsSGD(UseMuonGroupsSGD):
                 if group["use_muon"] and p.numel() == 0:
                     raise ValueError(f"use_muon params need both sides, got {tuple(p.shape)}")
                 p.add_(p.grad, alpha=-group["lr"])
+
+
+@dataclasses.dataclass
+class SGDConfig:
+    lr: float = 0.01
+
+
+class ConfigSGD(PlainSGD):
+    """Takes its hyperparameters as one required config object (GaLoreAdamW's `cfg: GaLoreConfig`)."""
+
+    def __init__(self, params, cfg: SGDConfig):
+        torch.optim.Optimizer.__init__(self, params, {"lr": cfg.lr})
+
+
+class FloatLrSGD(PlainSGD):
+    """Refuses a tensor lr (RMSGD multiplies it with a NumPy array)."""
+
+    def __init__(self, params, lr=0.01):
+        if isinstance(lr, torch.Tensor):
+            raise TypeError("lr must be a float")
+        super().__init__(params, lr)
 
 
 class RelativeStepSGD(PlainSGD):

@@ -235,6 +235,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                                       "# fuzz draws no param of shape (0, 3) (allow_empty: false): its step "
                                                       "refused one alone: ValueError: use_muon params need both sides"],
      ["init steps loose params only"]),
+    ("planted_run_model:ConfigSGD", ['kwargs: {cfg: {call: "planted_run_model:SGDConfig"}}', "# cfg: SGDConfig() with its defaults"],
+     ["does not validate"]),
+    ("planted_run_model:FloatLrSGD", ["# left out: tensor_lr: a tensor lr is refused (TypeError: lr must be a float)",
+                                      "  - name: scheduled\n    schedulers: true"], ["tensor_lr: [", "{tensor:"]),
     ("planted_run_model:RelativeStepSGD", ["kwargs: {}  # RelativeStepSGD refuses an lr with its other defaults (ValueError: "
                                            "Cannot combine manual `lr`", "kwargs: {relative_step: false, lr: 0.001}  # with lr: 0.001"],
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
