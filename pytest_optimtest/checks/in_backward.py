@@ -51,7 +51,7 @@ def compare_in_backward(case: Any, run: InBackwardRun, require_movement: bool = 
         if problems:
             raised = f" (step {len(run.reference) + 1} then raised {one_line(run.failure)})" if run.failure else ""
             raise InBackwardDifference(f"{case.id}: in-backward params differ from the reference after step {step + 1}"
-                                 f"{_reference_note(case)}{raised}:\n  " + "\n  ".join(problems))
+                                       f"{_reference_note(case)}{raised}:\n  " + "\n  ".join(problems))
     if run.failure is not None:
         raise run.failure
     return require_moved(case.id, run.initial, ref, tol, case.min_movement if require_movement else 0.0,
@@ -60,8 +60,9 @@ def compare_in_backward(case: Any, run: InBackwardRun, require_movement: bool = 
 
 def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float:
     """compare_in_backward over the case's shared run; where it differs from one optimizer a group but
-    equals one optimizer per param in hook order, the comparison was the wrong one: not applicable.
-    An optimizer drawing from torch's RNG matches that reference too; the session says why for it."""
+    equals one optimizer per param in hook order, the comparison proves nothing: vacuous (counted, and
+    strict mode fails it until the spec declares `per_parameter`). An optimizer drawing from torch's RNG
+    matches that reference too; the session says why for it."""
     try:
         return compare_in_backward(case, in_backward_run(case, runs, tied, copies))
     except InBackwardDifference as exc:
@@ -69,8 +70,8 @@ def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float
         ladder.first_failure(MOVES)  # climbed, so that its draws are known (a session has climbed it already)
         if "torch" in ladder.draws or not matches_per_param_reference(case, tied, copies):
             raise  # an optimizer drawing from torch's RNG: the session's not-comparable verdict says so
-        raise NotApplicable(
-            f"{case.id}: not comparable with one optimizer a group: in-backward differs from it ({str(exc).splitlines()[1].strip()}), "
+        raise Vacuous(
+            f"{case.id}: vacuous: not comparable with one optimizer a group: in-backward differs from it ({str(exc).splitlines()[1].strip()}), "
             "and equals one optimizer per param stepped in hook order at every step, which is what "
             "_apply_optimizer_in_backward builds: the optimizer couples params (a norm or statistic over all of "
             "them) or draws random numbers, by design; declare `in_backward: {per_parameter: \"<why>\"}` in "
