@@ -121,6 +121,20 @@ class RoundingChainSGD(PlainSGD):
                 p.sub_(u * group["lr"])
 
 
+class InternalBf16ChainSGD(PlainSGD):
+    """Correct; over float32 params it computes its update in bf16 (as Muon's Newton-Schulz does), a
+    chain that eager rounds after each op and inductor rounds once."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                u = p.grad.to(torch.bfloat16) * 1.7
+                u = u / 1.3
+                u = u * 0.37
+                u = u * 3.1
+                p.sub_(u.to(p.dtype) * group["lr"])
+
+
 class GroupCountingSGD(PlainSGD):
     """Correct SGD that counts its steps in each param group (a write into the group inside step)."""
 

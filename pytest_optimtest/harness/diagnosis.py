@@ -97,20 +97,22 @@ def _rerun(case: Any, steps: int, backend: str = "inductor", **inductor_options:
 def _precision_casts(run: Any) -> list[str]:
     """At bf16/fp16, inductor computes a chain of pointwise ops in float32 and rounds once where eager
     rounds after every op; `emulate_precision_casts` makes it round as eager does. Whether the
-    difference goes away with it says whether that is the whole of it."""
+    difference goes away with it says whether that is the whole of it.
+    A step over float32 params may do low-precision math of its own (Muon's Newton-Schulz in bf16): there
+    the rerun is said only where it explains the difference."""
     case = run.case
-    if case.dtype not in LOW_PRECISION:
-        return []
+    low = case.dtype in LOW_PRECISION
     found = _rerun(case, run.steps, emulate_precision_casts=True)
     if isinstance(found, str):
-        return [f"compiled with inductor's emulate_precision_casts, the step raised ({found}): no verdict on its rounding"]
+        return [f"compiled with inductor's emulate_precision_casts, the step raised ({found}): no verdict on its rounding"] if low else []
     if not found:
-        return [f"torch's doing (inductor's rounding at {case.dtype}): inductor computes the step's pointwise chain in "
+        at = f"at {case.dtype}" if low else f"of the step's own low-precision math (its params are {case.dtype})"
+        return [f"torch's doing (inductor's rounding {at}): inductor computes the step's pointwise chain in "
                 f"float32 and rounds once, eager rounds after every op; with emulate_precision_casts=True the "
                 f"{run.steps} steps match eager, so the difference is that rounding, not the optimizer's; "
                 f"{_reproduce(case)}"]
     return [f"with inductor's emulate_precision_casts=True the step still differs ({len(found)} values): more than "
-            f"inductor's float32 upcasting at {case.dtype} differs"]
+            f"inductor's float32 upcasting at {case.dtype} differs"] if low else []
 
 
 def _aot_eager(run: Any) -> str:
