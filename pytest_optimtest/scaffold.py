@@ -68,13 +68,13 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(probe, form, factory, lr if has_lr else None, max(default_lr, 1e-2))
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
-    stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"))
+    stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"), factory)
     flag_cases = [(flag, value, *_constructible(probe, base, {flag: value}, defaults, form, factory,
                                                  {"lr": lr} if lr_refusal else {})) for flag, value in
                   ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
     every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
     shapes, shape_notes = _shape_claims(probe, form, every_case, dtype)
-    draws = _draws_random(probe, form, base, dtype)
+    draws = _draws_random(probe, form, base, dtype, factory)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype) if has_lr else None
     closure_line = _closure_line(probe, form, factory, base, dtype)
@@ -251,7 +251,7 @@ def _constructible(cls: type, base: dict, kwargs: dict, defaults: dict, form: An
 def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any) -> str | None:
     """What constructing the optimizer with these kwargs, or its first step, raised; None where both ran."""
     try:
-        construct(cls, form, two_linear(), {**base, **kwargs}, "cpu")
+        construct(cls, form, factory(), {**base, **kwargs}, "cpu")
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
         return one_line(exc)
     return _stepped(cls, form, {**base, **kwargs}, factory, steps=1)[1]
@@ -259,8 +259,9 @@ def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any) -> 
 
 def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
     """(params form, model factory, spec lines): how the constructor takes its params (a list, named
-    params or the model), and a model without 1-D params when one step over the default model raises
-    and over that one does not (Muon-style optimizers). What init cannot find out is left to fill in."""
+    params or the model), and a model without 1-D params when the constructor or one step over the
+    default model raises and over that one does not (Muon-style optimizers). What init cannot find out
+    is left to fill in."""
     required = [n for n, p in inspect.signature(cls).parameters.items()
                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
                 and n not in kwargs]  # a required lr is given
@@ -287,6 +288,12 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
     else:
+        for form in ("list", "named", "model"):  # a constructor that takes matrices only (EchoMuon's)
+            with contextlib.suppress(Exception):
+                construct(cls, form, two_linear_no_bias(), kwargs, "cpu")
+                return form, two_linear_no_bias, [
+                    *([] if form == "list" else [f"params: {form}"]),
+                    f"model: pytest_optimtest.models:two_linear_no_bias  # its constructor refuses 1-D params: {problems['list']}"]
         flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
         try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
             construct(cls, flagged, two_linear(), kwargs, "cpu")
@@ -541,7 +548,8 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
     return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance), None
 
 
-def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) -> tuple[set[str], list[str]]:
+def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...],
+                  factory: Any = two_linear) -> tuple[set[str], list[str]]:
     """(flags the constructor takes and keeps, flags it takes and keeps nowhere): a law or property
     over a flag that is swallowed by **kwargs would compare two identical runs."""
     stored, dropped = set(), []
@@ -549,7 +557,7 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...]) ->
         if not takes_keyword(cls, flag):
             continue
         try:
-            optimizer = construct(cls, form, two_linear(), {**kwargs, flag: True}, "cpu")
+            optimizer = construct(cls, form, factory(), {**kwargs, flag: True}, "cpu")
         except Exception:  # noqa: BLE001  # refused: nothing to propose over it
             continue
         if unstored_kwargs(optimizer, [flag]):
@@ -582,11 +590,11 @@ def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch
     return "closure: [false, true]"
 
 
-def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype) -> bool:
+def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factory: Any = two_linear) -> bool:
     """Whether a few eager steps advance torch's global RNG (a noisy update, a preconditioner updated
     with some probability)."""
     torch.manual_seed(0)
-    model = two_linear().to(dtype)
+    model = factory().to(dtype)
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
         model(torch.randn(10, IN_FEATURES).to(dtype)).pow(2).sum().backward()

@@ -473,6 +473,16 @@ class FloatLrSGD(PlainSGD):
         super().__init__(params, lr)
 
 
+class MatrixOnlyConstructorSGD(PlainSGD):
+    """Its constructor refuses any param that is not a matrix (EchoMuon routes the rest to AdamW)."""
+
+    def __init__(self, params, lr=0.01, nesterov=False):
+        params = list(params)
+        if any(p.ndim != 2 for p in params):
+            raise ValueError("only 2-D parameters; route the rest to AdamW")
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "nesterov": nesterov})
+
+
 class RelativeStepSGD(PlainSGD):
     """Refuses an lr unless relative_step is off, and then needs one (HF Adafactor's shape)."""
 

@@ -240,6 +240,9 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["does not validate"]),
     ("planted_run_model:FloatLrSGD", ["# left out: tensor_lr: a tensor lr is refused (TypeError: lr must be a float)",
                                       "  - name: scheduled\n    schedulers: true"], ["tensor_lr: [", "{tensor:"]),
+    ("planted_run_model:MatrixOnlyConstructorSGD", ["model: pytest_optimtest.models:two_linear_no_bias  # its constructor "
+                                                    "refuses 1-D params", "  - name: nesterov", "  min_ndim: 2"],
+     ["fill in `params`", "left out: nesterov"]),
     ("planted_run_model:RelativeStepSGD", ["kwargs: {}  # RelativeStepSGD refuses an lr with its other defaults (ValueError: "
                                            "Cannot combine manual `lr`", "kwargs: {relative_step: false, lr: 0.001}  # with lr: 0.001"],
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
