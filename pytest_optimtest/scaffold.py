@@ -73,6 +73,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
                                                  {"lr": lr} if lr_refusal else {})) for flag, value in
                   ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
     every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
+    stored -= {flag for flag, _, kwargs, _ in flag_cases if kwargs is None}  # no law or property over a refused flag
     shapes, shape_notes = _shape_claims(probe, form, every_case, dtype)
     draws = _draws_random(probe, form, base, dtype, factory)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])

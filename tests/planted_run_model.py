@@ -483,6 +483,27 @@ class MatrixOnlyConstructorSGD(PlainSGD):
         torch.optim.Optimizer.__init__(self, params, {"lr": lr, "nesterov": nesterov})
 
 
+class FailOnRecompileLimitHit(Exception):
+    """Named as dynamo's (torch._dynamo.exc): what a step compiling its own function raises past the recompile limit."""
+
+
+class SelfCompilingSGD(PlainSGD):
+    """Compiles its update itself, once per instance (adv_optm's compiled_optimizer): past 8 instances
+    in one process dynamo's recompile limit is hit, as it is where in-backward builds one optimizer a param."""
+
+    instances = 0
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        type(self).instances += 1
+        self.compiles = type(self).instances
+
+    def _update(self) -> None:
+        if self.compiles > 8:
+            raise FailOnRecompileLimitHit("Hard failure due to fullgraph=True")
+        super()._update()
+
+
 class RelativeStepSGD(PlainSGD):
     """Refuses an lr unless relative_step is off, and then needs one (HF Adafactor's shape)."""
 

@@ -68,6 +68,18 @@ def test_an_optimizer_coupling_params_is_not_compared_with_one_optimizer_a_group
     assert "one optimizer per param in hook order, because a global norm" in run("in_backward", case)
 
 
+def test_a_recompile_limit_hit_by_in_backwards_many_optimizers_is_said_and_not_blamed_on_the_double_step(tmp_path):
+    from planted_run_model import SelfCompilingSGD
+
+    SelfCompilingSGD.instances = 0
+    case = case_for(tmp_path, "planted_run_model:SelfCompilingSGD", "{lr: 0.01}")
+    with pytest.raises(AssertionError) as info:
+        run("in_backward_two_optimizers", case)
+    message = str(info.value)
+    assert "the step raised FailOnRecompileLimitHit" in message and "its step runs a torch.compile of its own" in message
+    assert "ran 2 times in one backward" not in message
+
+
 def test_closure_optimizers_are_not_applicable(tmp_path):
     with pytest.raises(NotApplicable, match="requires a closure"):
         run("in_backward", case_for(tmp_path, "planted:NeedsClosure"))

@@ -76,6 +76,21 @@ def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float
             "_apply_optimizer_in_backward builds: the optimizer couples params (a norm or statistic over all of "
             "them) or draws random numbers, by design; declare `in_backward: {per_parameter: \"<why>\"}` in "
             f"{case.location} to compare with that reference") from None
+    except Exception as exc:  # noqa: BLE001  # the step's own error; one that in-backward's many optimizers explain is said so
+        if not _recompile_limit_hit(exc):
+            raise
+        raise AssertionError(f"{case.id}: the step raised {one_line(exc)}\n  diagnosis: {RECOMPILE_LIMIT}") from exc
+
+
+RECOMPILE_LIMIT = ("the optimizer's doing, in this regime: its step runs a torch.compile of its own, and each optimizer "
+                   "_apply_optimizer_in_backward builds (one a param, and a copy) compiles it again, until dynamo's "
+                   "recompile limit (torch._dynamo.config.recompile_limit); one compiled function that does not guard on "
+                   "the optimizer instance keeps it under the limit")
+
+
+def _recompile_limit_hit(exc: BaseException) -> bool:
+    return bool({c.__name__ for c in type(exc).__mro__} & {"FailOnRecompileLimitHit", "RecompileLimitExceeded",
+                                                           "CacheLimitExceeded"})
 
 
 def in_backward_run(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> InBackwardRun:
@@ -116,7 +131,8 @@ def check_in_backward_two_optimizers(case: Any, runs: Any) -> Verdict:
     except NotApplicable:
         raise
     except Exception as exc:  # the optimizer's error or the check's verdict: either gets torch's part named
-        diagnosis = double_step_diagnosis(case)
+        # (a recompile limit hit is said already: the optimizers' number, not their double step, raised it)
+        diagnosis = None if RECOMPILE_LIMIT in str(exc) else double_step_diagnosis(case)
         if diagnosis is None:
             raise
         shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {one_line(exc)}"
