@@ -504,6 +504,18 @@ class SelfCompilingSGD(PlainSGD):
         super()._update()
 
 
+class SingleTensorOnlySGD(PlainSGD):
+    """Takes and keeps foreach, and its foreach step is not written yet (SAdam's `_multi_tensor_sadam`)."""
+
+    def __init__(self, params, lr=0.01, foreach=None):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "foreach": foreach})
+
+    def _update(self) -> None:
+        if any(group["foreach"] for group in self.param_groups):
+            raise ValueError("_multi_tensor_sgd not implemented yet")
+        super()._update()
+
+
 class RelativeStepSGD(PlainSGD):
     """Refuses an lr unless relative_step is off, and then needs one (HF Adafactor's shape)."""
 
