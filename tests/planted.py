@@ -434,3 +434,22 @@ class ViewUpdateSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.view(-1).sub_(group["lr"] * p.grad.reshape(-1))
+
+
+def _sgd_update(p: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
+    p.add_(grad, alpha=-lr)
+
+
+class SelfCompilingStaticSGD(PlainSGD):
+    """Compiles its per-param update itself, static shapes and fullgraph (adv_optm's compiled_optimizer):
+    each new param shape recompiles it, and past dynamo's recompile limit fullgraph raises."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self._update_one = torch.compile(_sgd_update, fullgraph=True, dynamic=False)
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update_one(p, p.grad, group["lr"])

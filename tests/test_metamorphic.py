@@ -87,6 +87,14 @@ def test_min_dims_above_max_dims_is_a_spec_error(tmp_path):
         cases_from(tmp_path, "optimizer: torch.optim.SGD\nfuzz:\n  elementwise: {min_dims: 3, max_dims: 2}\n")
 
 
+def test_an_optimizer_compiling_its_own_step_is_fuzzed_past_dynamos_recompile_limit(tmp_path, ci_profile):
+    # each example's new shapes recompile the optimizer's own fullgraph function: past the limit of 8 it
+    # raised "torch's doing" in every eager property of adv_optm's compiled_optimizer cases
+    fuzz = fuzz_case(tmp_path, "optimizer: planted:SelfCompilingStaticSGD\nkwargs: {lr: 0.01}\n"
+                               "fuzz:\n  determinism: {examples: {ci: 20}, max_params: 4}\n")
+    assert CHECKS["fuzz_determinism"].run(fuzz, RunCache()).startswith("20 examples")
+
+
 def test_init_proposes_the_properties_the_constructor_allows(tmp_path, ci_profile):
     from pytest_optimtest.__main__ import main as cli
 
