@@ -157,3 +157,20 @@ def test_capturable_flipped_by_dynamo_on_cuda_groups_is_torchs_doing():
     assert snapshot_differences(eager, compiled, Tolerance(atol=1e-5, rtol=1e-6)) == []
     assert dynamo_group_keys(eager, compiled) == ["param_groups[0]['capturable']"]
     assert snapshot_differences(snap(True), snap(False), Tolerance(atol=1e-5, rtol=1e-6))  # the other way round is the optimizer's
+
+
+def test_a_recompile_limit_hit_in_the_optimizers_own_compile_is_named_its_doing():
+    # adv_optm's compiled_optimizer compiles its update itself, fullgraph: past dynamo's limit that raises in torch
+    import torch
+
+    from pytest_optimtest.items import failure_text
+
+    torch._dynamo.reset()
+    add_one = torch.compile(lambda x: x + 1, fullgraph=True, dynamic=False)
+    with pytest.raises(Exception) as info:
+        for rank in range(1, 16):  # a new rank recompiles every call
+            add_one(torch.ones([1] * rank))
+    torch._dynamo.reset()
+    text = failure_text(info.value, None)
+    assert text.startswith("dynamo's recompile limit (8), hit by a torch.compile in the optimizer's own code at "), text
+    assert "test_checks.py" in text and "the optimizer's doing" in text

@@ -8,6 +8,7 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
+from ..harness import torch_api
 from ..harness.blame import one_line
 from ..harness.compare import max_movement, value_differences
 from ..harness.vacuity import require_moved
@@ -77,7 +78,7 @@ def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float
             "them) or draws random numbers, by design; declare `in_backward: {per_parameter: \"<why>\"}` in "
             f"{case.location} to compare with that reference") from None
     except Exception as exc:  # noqa: BLE001  # the step's own error; one that in-backward's many optimizers explain is said so
-        if not _recompile_limit_hit(exc):
+        if not torch_api.is_recompile_limit_error(exc):
             raise
         raise AssertionError(f"{case.id}: the step raised {one_line(exc)}\n  diagnosis: {RECOMPILE_LIMIT}") from exc
 
@@ -87,10 +88,6 @@ RECOMPILE_LIMIT = ("the optimizer's doing, in this regime: its step runs a torch
                    "recompile limit (torch._dynamo.config.recompile_limit); one compiled function that does not guard on "
                    "the optimizer instance keeps it under the limit")
 
-
-def _recompile_limit_hit(exc: BaseException) -> bool:
-    return bool({c.__name__ for c in type(exc).__mro__} & {"FailOnRecompileLimitHit", "RecompileLimitExceeded",
-                                                           "CacheLimitExceeded"})
 
 
 def in_backward_run(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> InBackwardRun:

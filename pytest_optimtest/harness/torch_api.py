@@ -181,6 +181,19 @@ def unlimited_recompiles(limit: int = 100_000) -> contextlib.AbstractContextMana
     return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=limit, fail_on_recompile_limit_hit=True)
 
 
+def is_recompile_limit_error(exc: BaseException) -> bool:
+    """Whether dynamo raised it on hitting its recompile limit (fullgraph, or fail_on_recompile_limit_hit);
+    by name: the class moved and was renamed across releases (CacheLimitExceeded, RecompileLimitExceeded)."""
+    return bool({c.__name__ for c in type(exc).__mro__} & {"FailOnRecompileLimitHit", "RecompileLimitExceeded",
+                                                           "CacheLimitExceeded"})
+
+
+def recompile_limit() -> int:
+    import torch._dynamo.config as dynamo_config
+
+    return int(getattr(dynamo_config, "recompile_limit", getattr(dynamo_config, "cache_size_limit", 8)))
+
+
 def is_identity_guard(failure: str) -> bool:
     """A guard failure caused by a new object where the old one was (or was freed)."""
     return "got deallocated" in failure or "___check_obj_id" in failure or "ID_MATCH" in failure
