@@ -292,14 +292,7 @@ def _use_grad_copy(func):
 class VendoredWrapperSGD(PlainSGD):
     """Its step under a copy of torch.optim's graph-breaking wrapper, as under torch's own."""
 
-    @_use_grad_copy
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        self._update()
-        return loss
+    step = _use_grad_copy(PlainSGD.step)
 
 
 class CompiledForeachRaisingSGD(PlainSGD):
