@@ -310,3 +310,22 @@ class CompiledForeachRaisingSGD(PlainSGD):
                 continue
             for p in params:
                 p.add_(p.grad, alpha=-group["lr"])
+
+
+class _Metrics:
+    """RMSGD's shape: a callable object in a param group, holding the params, and a NumPy array in the group."""
+
+    def __init__(self, params):
+        self.params = list(params)
+
+    def __call__(self):
+        return len(self.params)
+
+
+class MetricsInGroupSGD(PlainSGD):
+    def __init__(self, params, lr=0.1):
+        import numpy  # the optimizer's own dependency, as RMSGD's
+
+        params = list(params)
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "metrics": _Metrics(params),
+                                                      "lr_vector": numpy.repeat(lr, len(params))})

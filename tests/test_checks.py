@@ -128,6 +128,12 @@ def test_compile_time_times_the_cases_own_path_where_its_foreach_path_raises_com
     assert "TorchRuntimeError" in verdict.evidence["foreach_raised"], verdict.evidence
 
 
+def test_an_object_in_a_group_is_compared_as_it_was_when_snapshotted_and_numpy_arrays_as_values(tmp_path):
+    # RMSGD: a metrics object holding the params and NumPy arrays; its `==` answered elementwise (a bug of ours)
+    case = one_case(tmp_path, "optimizer: planted_unseen:MetricsInGroupSGD\nkwargs: {lr: 0.1}\n")
+    assert "equal" in CHECKS["parity"].run(case, RunCache())
+
+
 def test_super_step_keeps_torch_optims_grad_mode_where_grad_is_on(tmp_path):
     # in-backward steps run inside backward hooks with grad enabled: the base step must still
     # run under the grad mode torch.optim's wrapper sets (no_grad), or its in-place ops fail

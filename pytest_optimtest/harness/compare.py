@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import inspect
 from typing import Any
 
@@ -67,6 +69,9 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
         return out
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
         return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol, labels)]
+    if _is_numpy(expected) or _is_numpy(actual):  # NumPy values (RMSGD keeps its metrics in arrays): compared as tensors
+        with contextlib.suppress(TypeError, ValueError, RuntimeError):  # an object array is compared as any object below
+            return value_differences(where, torch.as_tensor(expected), torch.as_tensor(actual), tol, labels)
     if isinstance(expected, float) and isinstance(actual, float):
         ok = expected == actual or (expected != expected and actual != actual) \
             or abs(expected - actual) <= tol.atol + tol.rtol * abs(expected)
@@ -75,7 +80,22 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
         return value_differences(f"{where}.state_dict()", expected.state_dict(), actual.state_dict(), tol, labels)
     if _by_identity(expected) and type(expected) is type(actual):  # two runs' objects are never the same object:
         return value_differences(f"{where}.__dict__", _state(expected), _state(actual), tol, labels)  # compare state
-    return [] if expected == actual else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
+    return [] if _equal(expected, actual) else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
+
+
+def _is_numpy(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and hasattr(value, "shape")
+
+
+def _equal(expected: Any, actual: Any) -> bool:
+    """`==`, where a value's `==` may answer elementwise (an array-like of a package's own)."""
+    result = expected == actual
+    if isinstance(result, bool):
+        return result
+    try:
+        return bool(result)
+    except (TypeError, ValueError, RuntimeError):  # an ambiguous truth value: equal where every element is
+        return all(bool(x) for x in getattr(result, "flat", result))
 
 
 def _by_identity(value: Any) -> bool:
@@ -123,18 +143,24 @@ DYNAMO_GROUP_KEYS = {"capturable": True}
 _ABSENT = object()
 
 
+def _dynamo_wrote(key: str, value: Any) -> bool:
+    """Whether a group's `value` at `key` is what dynamo writes there (by type first: a group may hold
+    anything, an array whose `==` answers elementwise included)."""
+    written = DYNAMO_GROUP_KEYS.get(key, _ABSENT)
+    return written is not _ABSENT and type(value) is type(written) and value == written
+
+
 def dynamo_group_keys(eager: Any, compiled: Any) -> list[str]:
     """The group keys where the compiled run holds the value dynamo writes and eager does not: torch's doing."""
     return [f"param_groups[{i}][{key!r}]" for i, (e, c) in enumerate(zip(eager.groups, compiled.groups))
-            for key, value in DYNAMO_GROUP_KEYS.items() if c.get(key, _ABSENT) == value and e.get(key, _ABSENT) != value]
+            for key in DYNAMO_GROUP_KEYS if _dynamo_wrote(key, c.get(key, _ABSENT)) and not _dynamo_wrote(key, e.get(key, _ABSENT))]
 
 
 def group_differences(reference: list[dict[str, Any]], other: list[dict[str, Any]], tol: Tolerance,
                       labels: tuple[str, str] = LABELS) -> list[str]:
     """Differences between two runs' param groups; a key that dynamo writes (see DYNAMO_GROUP_KEYS)
     where the other run holds its value and the reference does not is torch's, not the optimizer's."""
-    groups = [{k: (e[k] if k in e else v) if DYNAMO_GROUP_KEYS.get(k, _ABSENT) == v else v
-               for k, v in c.items() if k in e or DYNAMO_GROUP_KEYS.get(k, _ABSENT) != v}
+    groups = [{k: (e[k] if k in e else v) if _dynamo_wrote(k, v) else v for k, v in c.items() if k in e or not _dynamo_wrote(k, v)}
               for e, c in zip(reference, other)] + other[len(reference):]
     return value_differences("param_groups", reference, groups, tol, labels)
 

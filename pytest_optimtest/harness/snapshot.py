@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,25 +13,38 @@ from . import torch_api
 SIMPLE = (bool, int, float, str, type(None))
 
 
-def freeze(value: Any, names: dict[int, str] | None = None) -> Any:
-    """A detached copy of tensors (also inside lists, tuples and dicts); an object with a state_dict
-    (an optimizer inside the optimizer's state) as its state_dict, a generator as its state; other
-    values as they are.
+def freeze(value: Any, names: dict[int, str] | None = None, depth: int = 0) -> Any:
+    """A detached copy of tensors and NumPy arrays (also inside lists, tuples and dicts); an object
+    with a state_dict (an optimizer inside the optimizer's state) as its state_dict, a generator as
+    its state, another object of the optimizer's own (a schedule in a group, RMSGD's metrics) as its
+    fields, two levels deep, a param among them by its name; other values as they are.
 
     A dict keyed by tensors (a group's {param: value}) is keyed by what the keys are, not by
     their identity, so the twins of two runs line up: a param by its name, another tensor by
     its position among the keys."""
     if isinstance(value, torch.Tensor):
-        return frozen_tensor(value)
+        name = (names or {}).get(id(value)) if depth else None  # a param an object refers to: compared as a param
+        return f"<param {name}>" if name is not None else frozen_tensor(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(freeze(v, names) for v in value)
+        return type(value)(freeze(v, names, depth) for v in value)
     if isinstance(value, dict):
-        return {_key(k, i, names): freeze(v, names) for i, (k, v) in enumerate(value.items())}
+        return {_key(k, i, names): freeze(v, names, depth) for i, (k, v) in enumerate(value.items())}
     if stateful(value):  # copied as it is now: the live object moves on with later steps
         return {f"<{type(value).__qualname__}.state_dict()>": freeze(value.state_dict(), names)}
     if isinstance(value, torch.Generator):
         return {"<Generator.get_state()>": value.get_state()}
+    if type(value).__module__ == "numpy" and hasattr(value, "copy"):
+        return value.copy()
+    if _own_object(value):  # as it is now, for the same reason; nested ones by their type alone (no cycle followed)
+        fields = {k: freeze(v, names, depth + 1) for k, v in vars(value).items() if not callable(v)} if depth < 2 else "..."
+        return {f"<{type(value).__qualname__}>": fields}
     return value
+
+
+def _own_object(value: Any) -> bool:
+    """An instance of a class of the optimizer's package that keeps object's identity equality."""
+    return (type(value).__eq__ is object.__eq__ and hasattr(value, "__dict__") and not isinstance(value, type)
+            and not inspect.isroutine(value) and not inspect.ismodule(value))
 
 
 def stateful(value: Any) -> bool:
