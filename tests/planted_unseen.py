@@ -329,3 +329,13 @@ class MetricsInGroupSGD(PlainSGD):
         params = list(params)
         torch.optim.Optimizer.__init__(self, params, {"lr": lr, "metrics": _Metrics(params),
                                                       "lr_vector": numpy.repeat(lr, len(params))})
+
+
+class NoGroupsSGD(PlainSGD):
+    """Takes a list of params and refuses param groups (RMSGD reads `requires_grad` off each entry)."""
+
+    def __init__(self, params, lr=0.1):
+        params = list(params)
+        if any(not p.requires_grad for p in params):
+            raise ValueError("frozen params are not supported")
+        super().__init__(params, lr)

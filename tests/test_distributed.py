@@ -76,6 +76,17 @@ def test_zero_catches_an_optimizer_that_couples_params(tmp_path):
     assert "ZeRO vs unsharded on rank" in str(failure("zero", case))
 
 
+def test_an_optimizer_refusing_what_zero_hands_it_is_zeros_one_red_and_ddp_still_runs(tmp_path):
+    # RMSGD: ZeRO hands the class param groups, whose `requires_grad` it reads; the ranks crashed, both items red
+    case = one_case(tmp_path, spec("planted_unseen:NoGroupsSGD"))
+    runs = RunCache()
+    assert run("distributed", case, runs)
+    message = str(failure("zero", case, runs))
+    assert "ZeroRedundancyOptimizer(optimizer_class=planted_unseen:NoGroupsSGD) raised building it on 2 ranks: " \
+           "AttributeError: 'dict' object has no attribute 'requires_grad'" in message
+    assert "planted_unseen.py" in message and "(optimizer's doing)" in message
+
+
 def test_crashed_rank_fails_at_once_and_leaves_no_process(tmp_path):
     case = one_case(tmp_path, spec("planted:CrashOnRank1", distributed="{timeout_s: 600}", checks="[distributed]"))
     error = failure("distributed", case)

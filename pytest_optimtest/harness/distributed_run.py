@@ -17,6 +17,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
+from .blame import blame, one_line
 from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
@@ -33,6 +34,7 @@ class RankResult:
     state_dict: dict[str, Any]
     zero_params: dict[str, torch.Tensor] | None = None
     zero_state_dict: dict[str, Any] | None = None  # consolidated; rank 0 only
+    zero_refused: str | None = None  # what building the optimizer under ZeRO raised, and whose doing it was
 
 
 @dataclass
@@ -121,8 +123,15 @@ def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
     params, state = _train_ddp(case, payload.batches, rank, world_size, zero=False)
     result = RankResult(params, state)
     if payload.zero:
-        result.zero_params, result.zero_state_dict = _train_ddp(case, payload.batches, rank, world_size, zero=True)
+        try:
+            result.zero_params, result.zero_state_dict = _train_ddp(case, payload.batches, rank, world_size, zero=True)
+        except ZeroRefused as exc:  # every rank builds alike and raises alike: none is left in a collective
+            result.zero_refused = str(exc)
     return result
+
+
+class ZeroRefused(Exception):
+    """The optimizer class raised in ZeroRedundancyOptimizer's constructor (given param groups, say)."""
 
 
 def load_into_plain(case: Case, state_dict: Any) -> tuple[dict[str, Any], str | None]:
@@ -162,8 +171,12 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
     ddp = DistributedDataParallel(model, device_ids=[rank] if case.device.startswith("cuda") else None)
     if zero:
         params = constructor_params(case.params, ddp.module, case.device)
-        opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(params, optimizer_class=resolve(case.optimizer),
-                                      **build_kwargs(case.kwargs, case.device))
+        try:
+            opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(params, optimizer_class=resolve(case.optimizer),
+                                                                        **build_kwargs(case.kwargs, case.device))
+        except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
+            found = blame(exc)
+            raise ZeroRefused(f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)") from exc
     else:
         opt = make_optimizer(case, ddp.module)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
