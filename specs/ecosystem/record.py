@@ -73,9 +73,12 @@ def merge(records: list[dict], release: str) -> None:
                 text = text.rstrip("\n") + f"\n{kind}:\n" + "\n".join(block) + "\n"
         path.write_text(text)
         print(f"{spec}: {sum(line.startswith('  - ') for line in lines)} rules merged")
+    if not generated:  # a run of init-written specs only: the generated specs' record stands as it is
+        return
     out = Path(__file__).parent / "laws_on_by_default.json"
-    out.write_text(json.dumps(generated, indent=1) + "\n")
-    print(f"{out}: {len(generated)} rules of generated specs (run generate.py)")
+    kept = json.loads(out.read_text()) if out.exists() else []
+    out.write_text(json.dumps(kept + [g for g in generated if g not in kept], indent=1) + "\n")
+    print(f"{out}: {len(generated)} rules of generated specs added to {len(kept)} (run generate.py)")
 
 
 def _block(lines: list[str], kind: str) -> list[str]:
