@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-
-import inspect
 from typing import Any
 
 import torch
 
 from ..spec.schema import Tolerance
-from .snapshot import stateful
+from .snapshot import is_numpy, own_object, stateful
 
 
 LABELS = ("eager", "compiled")
@@ -69,7 +67,7 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
         return out
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
         return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol, labels)]
-    if _is_numpy(expected) or _is_numpy(actual):  # NumPy values (RMSGD keeps its metrics in arrays): compared as tensors
+    if is_numpy(expected) or is_numpy(actual):  # NumPy values (RMSGD keeps its metrics in arrays): compared as tensors
         with contextlib.suppress(TypeError, ValueError, RuntimeError):  # an object array is compared as any object below
             return value_differences(where, torch.as_tensor(expected), torch.as_tensor(actual), tol, labels)
     if isinstance(expected, float) and isinstance(actual, float):
@@ -81,10 +79,6 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
     if _by_identity(expected) and type(expected) is type(actual):  # two runs' objects are never the same object:
         return value_differences(f"{where}.__dict__", _state(expected), _state(actual), tol, labels)  # compare state
     return [] if _equal(expected, actual) else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
-
-
-def _is_numpy(value: Any) -> bool:
-    return type(value).__module__ == "numpy" and hasattr(value, "shape")
 
 
 def _equal(expected: Any, actual: Any) -> bool:
@@ -101,9 +95,8 @@ def _equal(expected: Any, actual: Any) -> bool:
 def _by_identity(value: Any) -> bool:
     """An instance whose class keeps object's identity equality and whose state is plain data to
     compare instead (a schedule object in a param group, say; one level deep, so no cycle is followed)."""
-    return (type(value).__eq__ is object.__eq__ and hasattr(value, "__dict__") and not inspect.isroutine(value)
-            and not isinstance(value, type)
-            and not any(hasattr(field, "__dict__") and not isinstance(field, torch.Tensor) for field in _state(value).values()))
+    return own_object(value) and not any(hasattr(field, "__dict__") and not isinstance(field, torch.Tensor)
+                                         for field in _state(value).values())
 
 
 def _state(value: Any) -> dict[str, Any]:

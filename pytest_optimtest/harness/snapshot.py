@@ -33,15 +33,20 @@ def freeze(value: Any, names: dict[int, str] | None = None, depth: int = 0) -> A
         return {f"<{type(value).__qualname__}.state_dict()>": freeze(value.state_dict(), names)}
     if isinstance(value, torch.Generator):
         return {"<Generator.get_state()>": value.get_state()}
-    if type(value).__module__ == "numpy" and hasattr(value, "copy"):
+    if is_numpy(value):
         return value.copy()
-    if _own_object(value):  # as it is now, for the same reason; nested ones by their type alone (no cycle followed)
+    if own_object(value):  # as it is now, for the same reason; nested ones by their type alone (no cycle followed)
         fields = {k: freeze(v, names, depth + 1) for k, v in vars(value).items() if not callable(v)} if depth < 2 else "..."
         return {f"<{type(value).__qualname__}>": fields}
     return value
 
 
-def _own_object(value: Any) -> bool:
+def is_numpy(value: Any) -> bool:
+    """A NumPy array or scalar (by its module: NumPy is the optimizer's dependency, not ours)."""
+    return type(value).__module__ == "numpy" and hasattr(value, "shape")
+
+
+def own_object(value: Any) -> bool:
     """An instance of a class of the optimizer's package that keeps object's identity equality."""
     return (type(value).__eq__ is object.__eq__ and hasattr(value, "__dict__") and not isinstance(value, type)
             and not inspect.isroutine(value) and not inspect.ismodule(value))
