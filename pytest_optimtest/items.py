@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .harness import torch_api
-from .harness.blame import blame
+from .harness.blame import blame, recompile_limit_diagnosis
 from .harness.containment import CaseTimedOut
 from .harness.compiled_run import CompiledStepOnlyError
 from .harness.ladder import RungFailure
@@ -239,10 +239,7 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
         head = f"the optimizer's code raised {shown}\n  at {found.where} (the optimizer's doing, not a check's verdict)\n"
         shown = ""
     elif found.owner == "torch" and found.frames and torch_api.is_recompile_limit_error(cause):
-        head = (f"dynamo's recompile limit ({torch_api.recompile_limit()}), hit by a torch.compile in the optimizer's own code "
-                f"at {found.where}: the function it compiles recompiles for each param shape and each optimizer "
-                "instance (dynamo counts them per code object), and under fullgraph the limit raises: the optimizer's "
-                "doing; a model with more distinct param shapes than the limit fails alike\n")
+        head = recompile_limit_diagnosis(found.where, "each param shape and each optimizer instance") + "\n"
     elif found.owner == "torch":
         head = (f"torch raised it, at {found.innermost}" + (f", called from the optimizer's code at {found.where}" if found.frames
                                                              else "") + " (torch's doing, or its verdict on the optimizer's code)\n")

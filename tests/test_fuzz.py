@@ -90,6 +90,16 @@ xfail:
     assert fuzz.settings["fuzz_in_backward"].examples == {"ci": 2, "dev": 4}
 
 
+def test_a_fuzz_item_with_no_case_to_draw_is_still_its_optimizers(tmp_path):
+    fuzz = fuzz_case(tmp_path, """
+optimizer: torch.optim.SGD
+kwargs: {lr: 0.1}
+closure: [true]
+fuzz: {determinism: {examples: 2}}
+""")
+    assert fuzz.cases == () and fuzz.optimizer == "torch.optim.SGD"  # its report row is SGD's, not the item's id
+
+
 @pytest.mark.parametrize("section, key, says", [
     ("{parity: {exampels: 3}}", "fuzz.parity.exampels", "did you mean 'examples'"),
     ("{parity: {examples: 0}}", "fuzz.parity.examples", "must be between 1 and 1000000"),

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..harness import torch_api
-from ..harness.blame import one_line
+from ..harness.blame import one_line, recompile_limit_diagnosis
 from ..harness.compare import max_movement, value_differences
 from ..harness.vacuity import require_moved
 from ..spec.param_groups import model_param_shapes
@@ -80,14 +80,11 @@ def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float
     except Exception as exc:  # noqa: BLE001  # the step's own error; one that in-backward's many optimizers explain is said so
         if not torch_api.is_recompile_limit_error(exc):
             raise
-        raise AssertionError(f"{case.id}: the step raised {one_line(exc)}\n  diagnosis: {RECOMPILE_LIMIT}") from exc
+        raise AssertionError(f"{case.id}: the step raised {one_line(exc)}\n  diagnosis: "
+                             + recompile_limit_diagnosis(None, IN_BACKWARD_RECOMPILES)) from exc
 
 
-RECOMPILE_LIMIT = ("the optimizer's doing, in this regime: its step runs a torch.compile of its own, and each optimizer "
-                   "_apply_optimizer_in_backward builds (one a param, and a copy) compiles it again, until dynamo's "
-                   "recompile limit (torch._dynamo.config.recompile_limit); one compiled function that does not guard on "
-                   "the optimizer instance keeps it under the limit")
-
+IN_BACKWARD_RECOMPILES = "each optimizer _apply_optimizer_in_backward builds (one a param, and a copy)"
 
 
 def in_backward_run(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> InBackwardRun:
@@ -129,7 +126,7 @@ def check_in_backward_two_optimizers(case: Any, runs: Any) -> Verdict:
         raise
     except Exception as exc:  # the optimizer's error or the check's verdict: either gets torch's part named
         # (a recompile limit hit is said already: the optimizers' number, not their double step, raised it)
-        diagnosis = None if RECOMPILE_LIMIT in str(exc) else double_step_diagnosis(case)
+        diagnosis = None if torch_api.is_recompile_limit_error(exc.__cause__ or exc) else double_step_diagnosis(case)
         if diagnosis is None:
             raise
         shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {one_line(exc)}"

@@ -94,3 +94,12 @@ def optimizer_frame(stack: list[traceback.FrameSummary]) -> str:
         if _kind(frame.filename) == "optimizer":
             return f"{frame.filename}:{frame.lineno} in {frame.name}"
     return ""
+
+
+def recompile_limit_diagnosis(where: str | None, recompiles_for: str) -> str:
+    """Why a torch.compile in the optimizer's own code hit dynamo's recompile limit: the optimizer's
+    doing; `recompiles_for` says what the regime makes it recompile for."""
+    return (f"dynamo's recompile limit ({torch_api.recompile_limit()}), hit by a torch.compile in the optimizer's own "
+            f"code{f' at {where}' if where else ''}: the function it compiles recompiles for {recompiles_for} "
+            "(dynamo counts them per code object), and under fullgraph the limit raises: the optimizer's doing; one "
+            "compiled function that does not guard on the optimizer instance stays under it")

@@ -139,6 +139,9 @@ class FuzzCase:
     checks: tuple[str, ...] = ()
     skip: dict[str, str] = field(default_factory=dict)
     xfail: dict[str, str] = field(default_factory=dict)
+    # the spec's optimizer, whose report rows these are even where no case is drawable; None for
+    # module-tree properties
+    optimizer: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -147,12 +150,6 @@ class FuzzCase:
     @property
     def location(self) -> str:
         return f"{self.spec_path}:{self.line}" if self.line else self.spec_path
-
-    @property
-    def optimizer(self) -> str | None:
-        """The optimizer whose cases the properties draw (its report rows are that optimizer's); None
-        for module-tree properties."""
-        return self.cases[0].optimizer if self.cases else None
 
     def drawable(self, base_check: str) -> tuple[Case, ...]:
         """The cases a property may draw: those its base check is neither skipped nor xfailed for."""

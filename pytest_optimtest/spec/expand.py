@@ -116,7 +116,7 @@ def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], op
             cases=tuple(c for c in cases if c.device == device and not c.closure and c.scheduler is None
                         and c.dtype == "float32"),
             checks=checks, skip=_rule_reasons(spec.skip, case_id, device, checks),
-            xfail=_rule_reasons(spec.xfail, case_id, device, checks),
+            xfail=_rule_reasons(spec.xfail, case_id, device, checks), optimizer=spec.optimizer,
         ))
     return out
 
