@@ -170,7 +170,7 @@ SCOPES = {
     "all": "every case and variant (closures, schedulers, dtypes)",
     "no_closure": "every variant without a closure",
     "plain": "every case's plain variant (no closure, no scheduler)",
-    "primary": "once per spec, device and dtype: the first case's plain variant",
+    "primary": "once per spec, device and dtype: the first case's plain variant (its closure variant where the case steps with a closure only)",
     "distributed": "the cases `distributed.cases` names, with their scheduler variants",
     "hook_order": "hook-order specs (`kind: hook_order`)",
     "fuzz": "the spec's `fuzz` section (Hypothesis), one item per spec and device",

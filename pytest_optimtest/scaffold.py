@@ -28,7 +28,7 @@ from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
-from .spec.values import resolve, takes_keyword
+from .spec.values import KWARG_OBJECTS, BaseOptimizer, resolve, takes_keyword
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
@@ -136,6 +136,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
 # TAdam's `iters` (a count, > 1) the integers.
 REQUIRED_GUESSES = (0.9, 0.1, 1.0, 10, 1000)
+BASE_LR = 0.01  # a wrapped base optimizer's lr, as torch.optim.SGD's tests step
 COUNT_GUESSES = (10, 1000, 1)  # for an argument whose name says it counts (num_epochs, total_steps, iters)
 _COUNTS = re.compile(r"num|count|epoch|step|iter|batch|total|size")
 
@@ -174,25 +175,33 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
 def _required_instances(cls: type) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """({name: instance}, {name: spec value}, notes) for arguments after params that have no default
     and are annotated with a class that constructs without arguments (a config dataclass, as
-    GaLoreAdamW's `cfg: GaLoreConfig`): each given as a default instance, `{call: "mod:Class"}`."""
+    GaLoreAdamW's `cfg: GaLoreConfig`): each given as a default instance, `{call: "mod:Class"}`; or
+    with an optimizer class (SAM's `optim: Optimizer`): that optimizer, or SGD, over the same params."""
     import typing  # get_type_hints resolves annotations written under `from __future__ import annotations`
 
     try:
         hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]  # the class's own constructor
     except Exception:  # noqa: BLE001  # an annotation that does not resolve: nothing to construct from
         return {}, {}, []
-    instances, shown = {}, {}
+    instances: dict[str, Any] = {}
+    shown, notes = {}, []
     for parameter in list(inspect.signature(cls).parameters.values())[1:]:
         kind = hints.get(parameter.name)
         if parameter.default is not parameter.empty or not inspect.isclass(kind) or kind.__module__ == "builtins":
+            continue
+        if issubclass(kind, torch.optim.Optimizer):  # a wrapper's base optimizer (SAM's `optim`), over the same params
+            base = "torch.optim.SGD" if inspect.isabstract(kind) or kind is torch.optim.Optimizer else f"{kind.__module__}:{kind.__qualname__}"
+            instances[parameter.name] = BaseOptimizer(base, {"lr": BASE_LR})
+            shown[parameter.name] = f'{{optimizer: "{base}", kwargs: {{lr: {BASE_LR}}}}}'
+            notes.append(f"{parameter.name}: {base} over the same params (init's guess for the optimizer it wraps): put yours")
             continue
         try:
             instances[parameter.name] = kind()
         except Exception:  # noqa: BLE001  # it needs arguments of its own: left for the user, as before
             continue
         shown[parameter.name] = f'{{call: "{kind.__module__}:{kind.__qualname__}"}}'
-    notes = [f"{name}: {type(value).__qualname__}() with its defaults (init's guess for what the constructor requires): "
-             "put yours" for name, value in instances.items()]
+        notes.append(f"{parameter.name}: {kind.__qualname__}() with its defaults (init's guess for what the constructor "
+                     "requires): put yours")
     return instances, shown, notes
 
 
@@ -280,7 +289,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
             return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
-                                        "kwargs (an object: {import: \"pkg.mod:attr\"}; an instance: {call: \"pkg.mod:factory\"}; docs/specs.md)"]
+                                        f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
     problems = {}
     for form in ("list", "named", "model"):
         try:

@@ -464,6 +464,29 @@ class ConfigSGD(PlainSGD):
         torch.optim.Optimizer.__init__(self, params, {"lr": cfg.lr})
 
 
+class SharpnessAware(torch.optim.Optimizer):
+    """SAM's shape: a wrapper given a base optimizer over the same params, stepping it at the grad of
+    a point `rho` uphill (the closure evaluates there); correct, but for params that join later (as
+    SAM's, its base optimizer never hears of them)."""
+
+    def __init__(self, params, base: torch.optim.Optimizer, rho=0.05):
+        super().__init__(params, {"rho": rho})
+        self.base = base
+
+    @torch.no_grad()
+    def step(self, closure):
+        loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            norm = torch.stack([p.grad.norm() for p in params]).norm()
+            ups = [p.grad * (group["rho"] / norm) for p in params]
+            torch._foreach_add_(params, ups)
+            closure()
+            torch._foreach_sub_(params, ups)
+        self.base.step()
+        return loss
+
+
 class FloatLrSGD(PlainSGD):
     """Refuses a tensor lr (RMSGD multiplies it with a NumPy array)."""
 

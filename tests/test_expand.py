@@ -91,3 +91,14 @@ def test_cli_schema_and_check(tmp_path, capsys):
     assert cli(["check", str(good), str(bad)]) == 1
     out = capsys.readouterr().out
     assert "ok: " in out and "bad.yaml:1: [optimizer]" in out
+
+
+def test_once_per_optimizer_checks_take_the_closure_variant_where_every_case_needs_one(tmp_path):
+    """A step that must have a closure (LBFGS's, SAM's) still gets its laws and other once-per-optimizer
+    checks, on its closure variant; a spec with a plain variant keeps them there."""
+    laws = "laws: {untouched: true}\ncases:\n  - name: a\n  - name: b\n"
+    only = {c.id: c.checks for c in cases_from(tmp_path, f"optimizer: torch.optim.LBFGS\nclosure: [true]\n{laws}")}
+    assert "law_untouched" in only["lbfgs-a-closure-cpu"] and "state_dict" in only["lbfgs-a-closure-cpu"]
+    assert "law_untouched" not in only["lbfgs-b-closure-cpu"]
+    both = {c.id: c.checks for c in cases_from(tmp_path, f"optimizer: torch.optim.SGD\nkwargs: {{lr: 0.1}}\nclosure: [true, false]\n{laws}")}
+    assert "law_untouched" in both["sgd-a-cpu"] and "law_untouched" not in both["sgd-a-closure-cpu"]

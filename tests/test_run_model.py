@@ -238,6 +238,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["init steps loose params only"]),
     ("planted_run_model:ConfigSGD", ['kwargs: {cfg: {call: "planted_run_model:SGDConfig"}}', "# cfg: SGDConfig() with its defaults"],
      ["does not validate"]),
+    ("planted_run_model:SharpnessAware", ['kwargs: {base: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}}',
+                                         "# base: torch.optim.SGD over the same params"], ["does not validate", "fill in `params`"]),
     ("planted_run_model:FloatLrSGD", ["# left out: tensor_lr: a tensor lr is refused (TypeError: lr must be a float)",
                                       "  - name: scheduled\n    schedulers: true"], ["tensor_lr: [", "{tensor:"]),
     ("planted_run_model:MatrixOnlyConstructorSGD", ["model: pytest_optimtest.models:two_linear_no_bias  # its constructor "

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from pytest_optimtest.harness.torch_api import torch_version
 
@@ -40,6 +41,8 @@ SPECS = {
     "tinycount": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 1.0e-7}\nchecks: [parity, none_grads]\n",
     "initgroup": "optimizer: planted_unseen:InitGroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
+    "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched]\n"
+               "laws: {descent: true, untouched: true}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
 
 
@@ -49,7 +52,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     import sys
 
     root = tmp_path_factory.mktemp("unseen")
-    for module in ("planted.py", "planted_unseen.py", "twin_a.py", "twin_b.py"):
+    for module in ("planted.py", "planted_unseen.py", "planted_run_model.py", "twin_a.py", "twin_b.py"):
         shutil.copy(TESTS / module, root / module)
     (root / "specs").mkdir()
     for name, text in SPECS.items():
@@ -301,7 +304,7 @@ def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for
 
     _, text = starter_spec("planted_run_model:BaseDelegatingSGD")
     assert "else give 'base' under kwargs (an object: {import: \"pkg.mod:attr\"}; an instance: {call: " in text, text
-    with pytest.raises(SpecError, match=r"\[optimizer\] .* or, where 'base' takes no params, give it under kwargs"):
+    with pytest.raises(SpecError, match=r"\[optimizer\] .* or, where 'base' takes no params of its own, give it under kwargs"):
         cases_from(tmp_path, "optimizer: planted_run_model:BaseDelegatingSGD\nkwargs: {lr: 0.1}\n")
     given = 'optimizer: planted_run_model:BaseDelegatingSGD\nkwargs: {lr: 0.1, base: {call: "planted_run_model:UnitBase"}}\n'
     (case,) = cases_from(tmp_path, given)
@@ -311,6 +314,34 @@ def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for
                             ("math:pi", r"\[kwargs.base\] \{call: 'math:pi'\} names a float, which cannot be called")):
         with pytest.raises(SpecError, match=message):
             cases_from(tmp_path, given.replace("planted_run_model:UnitBase", target))
+
+
+def test_a_wrapper_steps_a_base_optimizer_built_over_its_own_params_in_every_run(session, tmp_path):
+    """SAM's shape: `{optimizer: ..., kwargs}` builds the base optimizer over the params the wrapper is
+    given, anew for each construction, so that compiled and eager runs each step their own."""
+    from helpers import cases_from
+
+    from pytest_optimtest.harness.param_forms import construct
+    from pytest_optimtest.models import two_linear
+    from pytest_optimtest.spec import SpecError
+    from pytest_optimtest.spec.values import build_kwargs, resolve
+
+    out, _ = session
+    assert _outcome(out, "specs/wrapper.yaml::sharpnessaware-default-closure-cpu::parity") == "PASSED"
+    for check in ("law_descent", "law_untouched"):  # a step that must have a closure is given one on preset grads
+        assert _outcome(out, f"specs/wrapper.yaml::sharpnessaware-default-closure-cpu::{check}") == "PASSED"
+    (case,) = cases_from(tmp_path, SPECS["wrapper"])
+    model = two_linear()
+    wrapper = construct(resolve(case.optimizer), "list", model, build_kwargs(case.kwargs, "cpu"), "cpu")
+    assert isinstance(wrapper.base, torch.optim.SGD) and wrapper.base.defaults["momentum"] == 0.5
+    assert [id(p) for p in wrapper.base.param_groups[0]["params"]] == [id(p) for p in model.parameters()]
+    assert wrapper.base.param_groups is not wrapper.param_groups
+    for value, message in (("{optimizer: torch.optim.SDG}", r"has no attribute 'SDG'.*did you mean 'SGD'"),
+                           ("{optimizer: torch.optim.SGD, lr: 0.1}", r"takes no other keys; got \['lr'\]"),
+                           ("{optimizer: torch.optim.SGD, kwargs: [0.1]}", r"kwargs is a mapping"),
+                           ("{optimizer: torch.optim.SGD, kwargs: {lr: {tensor: x}}}", r"\{tensor: \.\.\.\} takes a number")):
+        with pytest.raises(SpecError, match=r"\[kwargs.base\] .*" + message):
+            cases_from(tmp_path, SPECS["wrapper"].replace("{optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}", value))
 
 
 def test_a_constructor_that_refuses_every_params_form_is_named_as_such_not_blamed_on_the_kwargs(tmp_path, capsys):

@@ -125,9 +125,10 @@ class Check:
 
     def applies_to(self, variant: Variant) -> bool:
         """Scopes: all variants; no_closure (needs a fullgraph compile); plain (no closure and no
-        scheduler: those variants would repeat it); primary (once per optimizer, device and
-        dtype: the first case there, its plain variant); distributed (cases the spec's `distributed` section names, with their
-        scheduler variants, without closures); hook_order checks belong to hook-order specs, not to optimizer cases."""
+        scheduler: those variants would repeat it); primary (once per optimizer, device and dtype:
+        the first case there, its plain variant, or its closure variant where it has no other);
+        distributed (cases the spec's `distributed` section names, with their scheduler variants,
+        without closures); hook_order checks belong to hook-order specs, not to optimizer cases."""
         if self.scope in ("hook_order", "fuzz"):  # their own spec kinds and sections, not optimizer variants
             return False
         if self.devices is not None and variant.device not in self.devices:
@@ -139,7 +140,7 @@ class Check:
         if self.scope == "plain":
             return variant.plain
         if self.scope == "primary":
-            return variant.plain and variant.primary
+            return variant.primary
         if self.scope == "distributed":
             return variant.distributed and not variant.closure
         return True

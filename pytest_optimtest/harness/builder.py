@@ -131,6 +131,25 @@ def law_closure(case: Any, optimizer_cls: type) -> tuple[bool, bool]:
     return must or (takes_closure(optimizer_cls) and True in (case.closure_forms or (True,))), must
 
 
+def step_on_set_grads(case: Any, optimizer: Any, params: Iterable[torch.Tensor]) -> None:
+    """`optimizer.step()` on the grads `params` hold now. A step that must have a closure (its
+    signature, or the spec's `closure: [true]`) gets one that sets those same grads again and returns
+    the linear loss they are the gradient of, so that what steps preset grads applies to it too."""
+    if not law_closure(case, type(optimizer))[1]:
+        optimizer.step()
+        return
+    held = [(p, None if p.grad is None else p.grad.detach().clone()) for p in params]
+
+    def closure() -> torch.Tensor:
+        for p, grad in held:
+            p.grad = None if grad is None else grad.clone()
+        with torch.no_grad():
+            terms = [(g.conj() * p).real.sum().float() if p.is_complex() else (g * p).sum().float() for p, g in held if g is not None]
+            return torch.stack(terms).sum() if terms else torch.zeros((), device=held[0][0].device if held else "cpu")
+
+    optimizer.step(closure)
+
+
 def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
     """A step that cannot take a closure makes closure cases say nothing: not applicable, and why."""
     if not takes_closure(type(opt)):

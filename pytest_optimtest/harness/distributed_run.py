@@ -21,7 +21,7 @@ from .blame import blame, one_line
 from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
-from .param_forms import constructor_params
+from .param_forms import binding_base_optimizers, constructor_params
 from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, zero_grads
 from .ranks import RankJob, RankPools, run_ranks
 
@@ -171,9 +171,10 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
     ddp = DistributedDataParallel(model, device_ids=[rank] if case.device.startswith("cuda") else None)
     if zero:
         params = constructor_params(case.params, ddp.module, case.device)
+        kwargs = build_kwargs(case.kwargs, case.device)
         try:
-            opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(params, optimizer_class=resolve(case.optimizer),
-                                                                        **build_kwargs(case.kwargs, case.device))
+            opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
+                params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs), **kwargs)
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
             found = blame(exc)
             raise ZeroRefused(f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)") from exc

@@ -21,7 +21,7 @@ from .devices import seed_all
 from .isolation import isolated
 from ..models import IN_FEATURES
 from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
-from .param_forms import form_name
+from .param_forms import binding_base_optimizers, form_name, instantiate
 
 SECTION_KEY = "in_backward"
 
@@ -165,12 +165,12 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
             ref_opts: dict[int, list] = {id(p): [] for params, _ in ref_groups for p in params}
             for params, kwargs in ref_groups:
                 for p in params:
-                    ref_opts[id(p)].append(optimizer_cls([p], **kwargs))
+                    ref_opts[id(p)].append(instantiate(optimizer_cls, ([p],), {}, kwargs))
             order = hook_order(reference)
         else:
-            optimizers = [optimizer_cls(params, **kwargs) for params, kwargs in ref_groups]
+            optimizers = [instantiate(optimizer_cls, (params,), {}, kwargs) for params, kwargs in ref_groups]
         for params, kwargs in [g for _ in range(copies) for g in groups_of(in_backward, case)]:
-            torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), params, kwargs)
 
         features = getattr(model_factory(case), "in_features", IN_FEATURES)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features, dtype=param_dtype(case))
@@ -240,7 +240,7 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
     with isolated():
         model = make_model(case, tied=False)
         for params, kwargs in [g for _ in range(2) for g in groups_of(model, case)]:
-            torch_api.apply_optimizer_in_backward(optimizer_cls, params, kwargs)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), params, kwargs)
         calls: dict[int, int] = {}
         without_grad = [False]
 
@@ -275,9 +275,10 @@ def run_without_hook(case: Case) -> NoHookRun:
     with isolated():
         model = make_model(case, tied=False)
         initial, hooked, unhooked, stepped = deepcopy(model), deepcopy(model), deepcopy(model), deepcopy(model)
-        torch_api.apply_optimizer_in_backward(optimizer_cls, list(hooked.parameters()), build_kwargs(case.kwargs, case.device))
-        torch_api.apply_optimizer_in_backward(optimizer_cls, list(unhooked.parameters()), build_kwargs(case.kwargs, case.device),
-                                              register_hook=False)
+        for m, hooks in ((hooked, True), (unhooked, False)):
+            kwargs = build_kwargs(case.kwargs, case.device)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), list(m.parameters()), kwargs,
+                                                  register_hook=hooks)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
         for m in (hooked, unhooked):
             loss_fn(m(inputs)).backward()

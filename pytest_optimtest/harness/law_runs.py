@@ -13,9 +13,10 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
-from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, with_setup, zero_grads
+from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup, zero_grads
 from .devices import seed_all
 from .isolation import isolated_case
+from .param_forms import instantiate
 from .snapshot import OptimizerSnapshot, snapshot
 from .vacuity import NotApplicable
 
@@ -147,7 +148,7 @@ def law_trajectory(case: Any, params: dict[str, torch.nn.Parameter], grads: list
             p.grad = None if grad is None else grad.clone()
         seed_all(case.seed + 1 + index)
         with step_grad_mode(case):
-            optimizer.step()
+            step_on_set_grads(case, optimizer, own.values())
         snapshots.append(snapshot(optimizer, names))
     return LawTrajectory(type(optimizer).__qualname__, snapshots, unstored_kwargs(optimizer, overrides or {}))
 
@@ -176,7 +177,7 @@ def _grouped(case: Any, own: dict[str, torch.nn.Parameter], groups: Groups) -> A
     named = case.params == "named"
     given = [{"params": [(n, own[n]) if named else own[n] for n in names], **options} for names, options in groups]
     try:
-        optimizer = optimizer_cls(given, **build_kwargs(case.kwargs, case.device))
+        optimizer = instantiate(optimizer_cls, (given,), {}, build_kwargs(case.kwargs, case.device))
     except (TypeError, ValueError, KeyError, AssertionError) as exc:
         raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} refuses param groups "
                             f"({'of named params' if named else 'as dicts'}): {type(exc).__name__}: {exc}; "
@@ -204,10 +205,10 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
         for step in range(steps):
             grad = torch.randn(shape, dtype=complex_dtype, generator=generator).to(case.device)
             complex_param.grad, real_param.grad = grad.clone(), torch.view_as_real(grad).clone()
-            for opt in (complex_opt, real_opt):
+            for opt, param in ((complex_opt, complex_param), (real_opt, real_param)):
                 seed_all(case.seed + 1 + step)
                 with step_grad_mode(case):
-                    opt.step()
+                    step_on_set_grads(case, opt, [param])
             trajectory.append((torch.view_as_real(complex_param.detach()).clone(), real_param.detach().clone()))
     return torch.view_as_real(value), trajectory
 

@@ -3,13 +3,14 @@ named params, the model itself, or param groups) applied to a model or to loose 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from ..spec.param_groups import assign, describe
-from ..spec.values import build_kwargs
+from ..spec.values import BaseOptimizer, bind_base_optimizers, build_kwargs
 from .vacuity import NotApplicable
 
 
@@ -61,7 +62,43 @@ def construct(optimizer_cls: Any, form: Any, source: torch.nn.Module | Iterable[
               device: str) -> Any:
     """`optimizer_cls` given `source`'s params in the `params` form, and built `kwargs`."""
     args, params = constructor_arguments(form, source, device)
+    return instantiate(optimizer_cls, args, params, kwargs)
+
+
+def instantiate(optimizer_cls: Any, args: tuple, params: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    """`optimizer_cls(*args, **params, **kwargs)`, where `args` and `params` hold its params, and a
+    kwarg that is a base optimizer (`{optimizer: ...}`) is built over those same params."""
+    if isinstance(optimizer_cls, functools.partial) and any(isinstance(v, BaseOptimizer) for v in optimizer_cls.keywords.values()):
+        kwargs = {**optimizer_cls.keywords, **kwargs}  # init's probes give required arguments by partial
+        args, optimizer_cls = (*optimizer_cls.args, *args), optimizer_cls.func
+    if any(isinstance(v, BaseOptimizer) for v in kwargs.values()):
+        kwargs = bind_base_optimizers(kwargs, _tensors_in([*args, *params.values()]))
     return optimizer_cls(*args, **params, **kwargs)
+
+
+def binding_base_optimizers(optimizer_cls: Any, kwargs: dict[str, Any]) -> Any:
+    """What to hand a constructor of torch's that builds the optimizer itself as `cls(params, **kwargs)`
+    (`_apply_optimizer_in_backward`, ZeroRedundancyOptimizer): the class, or where `kwargs` hold a base
+    optimizer, a function that builds it over the params given."""
+    if not any(isinstance(v, BaseOptimizer) for v in kwargs.values()):
+        return optimizer_cls
+    return functools.partial(lambda cls, params, **given: instantiate(cls, (params,), {}, given), optimizer_cls)
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    """The params in a constructor's params argument, in order: a list of tensors, of (name, tensor)
+    pairs, of param group dicts, or a module."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, torch.nn.Module):
+        return list(value.parameters())
+    if isinstance(value, dict):
+        return _tensors_in(value.get("params", []))
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        return _tensors_in(value[1])
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors_in(item)]
+    return []
 
 
 def form_name(form: Any) -> str:

@@ -17,7 +17,9 @@ class Variant:
     scheduler: str | None = None
     dtype: str = "float32"
     case: str = ""  # the spec case's name
-    primary: bool = False  # the first case at its device and dtype, first grid combination: once-per-optimizer checks
+    # the first case at its device and dtype, first grid combination, no scheduler, no closure unless the case
+    # steps with one only: once-per-optimizer checks
+    primary: bool = False
     distributed: bool = False  # a case the spec's `distributed` section names
 
     @property

@@ -16,7 +16,7 @@ from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
 from .schema import DEFAULT_TOLERANCES, CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec, Tolerance
-from .values import build_kwargs, resolve, takes_keyword, value_problem
+from .values import KWARG_OBJECTS, build_kwargs, resolve, takes_keyword, value_problem
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
@@ -76,11 +76,13 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
             for combo, grid_values in enumerate(_grid(spec, device)):
                 kwargs = {**spec.kwargs, **entry.kwargs, **grid_values}
                 _check_constructor(optimizer_cls, kwargs, spec, where, locator)
-                for scheduler, closure, dtype in itertools.product(_scheduler_names(entry, schedulers),
-                                                                   entry.closure or spec.closure,
+                closures = entry.closure or spec.closure
+                for scheduler, closure, dtype in itertools.product(_scheduler_names(entry, schedulers), closures,
                                                                    entry.dtypes or spec.dtypes):
+                    # the once-per-optimizer checks take the plain variant, or the closure one where every case needs one
+                    primary_variant = scheduler is None and closure == (False not in closures)
                     variant = Variant(device, closure, scheduler, dtype, entry.name, distributed=entry.name in distributed,
-                                      primary=combo == 0 and primary[(device, dtype)] == index)
+                                      primary=combo == 0 and primary[(device, dtype)] == index and primary_variant)
                     case = _make_case(spec, entry, locator, line, prefix, grid_values, kwargs,
                                       variant, per_variant)
                     if case.id in seen:
@@ -410,8 +412,8 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                                             f"name the argument each param group goes to: `params: [{{min_ndim: 2, "
                                             f"argument: {positional[0]}}}, {{argument: {positional[1]}}}]` (the "
                                             "groups' selectors: names, ndim, min_ndim); or, where "
-                                            f"{positional[-1]!r} takes no params, give it under kwargs (an object: "
-                                            '{import: "pkg.mod:attr"}; an instance: {call: "pkg.mod:factory"})')
+                                            f"{positional[-1]!r} takes no params of its own, give it under kwargs "
+                                            f"({KWARG_OBJECTS})")
     memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:
         _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)

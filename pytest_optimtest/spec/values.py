@@ -5,6 +5,9 @@
 - ``{call: "mypkg.mod:attr"}``: what calling that object with no arguments returns, made anew for
   every run (an instance such as POGO's `base_optimizer=pogo.base.SGD()`)
 - ``{constant: 10}``: a function returning 10 for any argument (LambdaLR's ``lr_lambda``)
+- ``{optimizer: "torch.optim.SGD", kwargs: {lr: 0.1}}``: that optimizer over the same params as
+  the optimizer under test, built when it is (a wrapper's base optimizer, as SAM's ``optim``);
+  `bind_base_optimizers` builds it
 
 YAML lists become tuples, as PyTorch's optimizers expect (``betas``, ``etas``).
 Every call of `build_value` makes new objects, so no two runs share a tensor.
@@ -16,7 +19,24 @@ import functools
 import importlib
 from typing import Any
 
-FORMS = ("tensor", "import", "call", "constant")
+FORMS = ("tensor", "import", "call", "constant", "optimizer")
+# how a required argument that is an object, not params, is given (for messages)
+KWARG_OBJECTS = ('an object: {import: "pkg.mod:attr"}; an instance: {call: "pkg.mod:factory"}; an optimizer over the '
+                 'same params: {optimizer: "pkg.mod:Class", kwargs: {...}}')
+
+
+class BaseOptimizer:
+    """A kwarg that is an optimizer over the same params as the optimizer under test: built by
+    `bind_base_optimizers` when those params are known."""
+
+    def __init__(self, path: str, kwargs: dict[str, Any]):
+        self.path, self.kwargs = path, kwargs
+
+    def build(self, params: list[Any]) -> Any:
+        return resolve(self.path)(params, **self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"BaseOptimizer({self.path!r}, {self.kwargs!r})"
 
 
 class Constant:
@@ -38,9 +58,11 @@ def value_problem(raw: Any) -> str | None:
         return next((p for p in map(value_problem, raw) if p), None)
     if not isinstance(raw, dict):
         return None
+    if "optimizer" in raw:
+        return _base_optimizer_problem(raw)
     if len(raw) != 1 or next(iter(raw)) not in FORMS:
-        return ("a mapping value must be one of {tensor: ...}, {import: ...}, {call: ...}, {constant: ...}; "
-                f"got keys {sorted(raw)}")
+        return ("a mapping value must be one of {tensor: ...}, {import: ...}, {call: ...}, {constant: ...}, "
+                f"{{optimizer: ..., kwargs: {{...}}}}; got keys {sorted(raw)}")
     form, arg = next(iter(raw.items()))
     if form == "tensor" and not _is_numeric(arg):
         return f"{{tensor: ...}} takes a number or a (nested) list of numbers, got {arg!r}"
@@ -54,6 +76,21 @@ def value_problem(raw: Any) -> str | None:
     return None
 
 
+def _base_optimizer_problem(raw: dict[str, Any]) -> str | None:
+    if not set(raw) <= {"optimizer", "kwargs"}:
+        return f"{{optimizer: ..., kwargs: {{...}}}} takes no other keys; got {sorted(set(raw) - {'optimizer', 'kwargs'})}"
+    kwargs = raw.get("kwargs", {})
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        return f"{{optimizer: ...}}'s kwargs is a mapping of argument names to values, got {kwargs!r}"
+    try:
+        found = resolve(raw["optimizer"])
+    except ImportError as exc:
+        return str(exc)
+    if not callable(found):
+        return f"{{optimizer: {raw['optimizer']!r}}} names a {type(found).__name__}, which cannot be called"
+    return next((p for p in map(value_problem, kwargs.values()) if p), None)
+
+
 def _is_numeric(arg: Any) -> bool:
     if isinstance(arg, list):
         return all(map(_is_numeric, arg))
@@ -64,6 +101,8 @@ def build_value(raw: Any, device: str) -> Any:
     """Materialise a checked spec value; new tensors every call."""
     if isinstance(raw, list):
         return tuple(build_value(v, device) for v in raw)
+    if isinstance(raw, dict) and "optimizer" in raw:
+        return BaseOptimizer(raw["optimizer"], build_kwargs(raw.get("kwargs", {}), device))
     if isinstance(raw, dict):
         (form, arg), = raw.items()
         if form == "tensor":
@@ -80,6 +119,12 @@ def build_value(raw: Any, device: str) -> Any:
 
 def build_kwargs(raw: dict[str, Any], device: str) -> dict[str, Any]:
     return {k: build_value(v, device) for k, v in raw.items()}
+
+
+def bind_base_optimizers(kwargs: dict[str, Any], params: list[Any]) -> dict[str, Any]:
+    """`kwargs` with each BaseOptimizer built over `params` (a plain list: the optimizer under test's
+    param groups are its own dicts, which two optimizers must not share)."""
+    return {k: v.build(list(params)) if isinstance(v, BaseOptimizer) else v for k, v in kwargs.items()}
 
 
 def resolve(path: str) -> Any:
