@@ -341,8 +341,8 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
 
         counted.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
         return counted
-    if requires_closure(cls):
-        fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None else ""
+    if requires_closure(cls) or getattr(case, "closure_forms", None) == (True,):  # its signature or its spec says so
+        fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None and requires_closure(cls) else ""
         raise NotApplicable(f"{case.id}: {cls.__qualname__}.step requires a closure, and this run steps without one{fix}")
     return None
 
