@@ -339,3 +339,17 @@ class NoGroupsSGD(PlainSGD):
         if any(not p.requires_grad for p in params):
             raise ValueError("frozen params are not supported")
         super().__init__(params, lr)
+
+
+class UnsavedCounterSGD(PlainSGD):
+    """Correct SGD that counts its steps in an attribute its state_dict leaves out (GaLoreAdamW's
+    `_global_step`), counted after a graph break, as GaLoreAdamW's is, so that compiled and eager agree."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.global_step = 0
+
+    def _update(self) -> None:
+        super()._update()
+        torch._dynamo.graph_break()
+        self.global_step += 1

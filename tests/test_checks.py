@@ -134,6 +134,33 @@ def test_an_object_in_a_group_is_compared_as_it_was_when_snapshotted_and_numpy_a
     assert "equal" in CHECKS["parity"].run(case, RunCache())
 
 
+def test_a_state_dict_round_trip_that_loses_an_object_holding_params_says_it_is_the_optimizers_doing(tmp_path):
+    # RMSGD: load_state_dict deep-copies the saved groups, so the loaded metrics hold copies of the other run's params
+    case = one_case(tmp_path, "optimizer: planted_unseen:MetricsInGroupSGD\nkwargs: {lr: 0.1}\n")
+    with pytest.raises(AssertionError) as info:
+        CHECKS["state_dict"].run(case, RunCache())
+    message = str(info.value)
+    assert "param_groups[0]['metrics']['<_Metrics>']['params'][0]: loaded tensor(" in message, message
+    assert "diagnosis: the optimizer's param groups refer to its params (param_groups[0]['metrics']), and " \
+           "load_state_dict deep-copies" in message and "the optimizer's doing" in message
+
+
+def test_a_state_dict_round_trip_that_loses_an_attribute_says_it_is_not_saved(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_unseen:UnsavedCounterSGD\nkwargs: {lr: 0.1}\n")
+    with pytest.raises(AssertionError) as info:
+        CHECKS["state_dict"].run(case, RunCache())
+    message = str(info.value)
+    assert "eager after loading compiled's state_dict: optimizer attribute['global_step']: loaded 2 != reference 4" in message
+    assert "diagnosis: an attribute of the optimizer's own is not in its state_dict" in message, message
+
+
+def test_a_law_over_groups_is_not_applicable_to_a_constructor_refusing_them_whatever_it_raises(tmp_path):
+    # RMSGD reads `requires_grad` off each entry of its params: AttributeError for a group dict
+    case = one_case(tmp_path, "optimizer: planted_unseen:NoGroupsSGD\nkwargs: {lr: 0.1}\n")
+    with pytest.raises(NotApplicable, match=r"NoGroupsSGD refuses param groups \(as dicts\): AttributeError"):
+        CHECKS["law_group_hyperparameters"].run(case, RunCache())
+
+
 def test_super_step_keeps_torch_optims_grad_mode_where_grad_is_on(tmp_path):
     # in-backward steps run inside backward hooks with grad enabled: the base step must still
     # run under the grad mode torch.optim's wrapper sets (no_grad), or its in-place ops fail

@@ -15,6 +15,7 @@ from ..harness.compare import listed, median_ratio, snapshot_differences, value_
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.ranks import RankFailure
+from ..harness.snapshot import params_in_groups_diagnosis
 from ..harness.vacuity import Blocked, Vacuous, require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.values import resolve
@@ -190,6 +191,9 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         dropped = any("missing in loaded" in p for p in problems)
         why = (SAVE_STEPS if problems[0].startswith("saving changed") else
                _constructor_state(held) if dropped and held else DROPPED_KEYS if dropped else "")
+        why += params_in_groups_diagnosis(run.reference.groups, "torch.distributed.checkpoint saves param groups as "
+                                          "pickled objects, with the saving ranks' sharded params (DTensors) in them, "
+                                          "which a load elsewhere finds bound to process groups that are gone")
         raise AssertionError(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
                              f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why)
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))

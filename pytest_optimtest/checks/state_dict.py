@@ -9,6 +9,7 @@ from ..harness.compare import listed, snapshot_differences
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime
+from ..harness.snapshot import params_in_groups_diagnosis
 from ..harness.vacuity import require_compiled, require_moved
 from .base import Check, Verdict
 
@@ -27,12 +28,15 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
     moved = require_moved(case.id, reference.initial, reference.final.params, case.tolerance, case.min_movement,
                           f"over {n}+{n} steps")
     problems = [f"compiled after loading eager's state_dict: {p}"
-                for p in snapshot_differences(reference.final, compiled.final, case.tolerance)]
+                for p in snapshot_differences(reference.final, compiled.final, case.tolerance, ("reference", "loaded"))]
     problems += [f"eager after loading compiled's state_dict: {p}"
-                 for p in snapshot_differences(reference.final, resumed.final, case.tolerance)]
+                 for p in snapshot_differences(reference.final, resumed.final, case.tolerance, ("reference", "loaded"))]
     if problems:
         raise AssertionError(f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the "
-                             "eager reference:" + listed(problems))
+                             "eager reference:" + listed(problems) + params_in_groups_diagnosis(
+                                 reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
+                                 "load they refer to copies of the saved optimizer's params, not to the loading one's")
+                             + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else ""))
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
     if len(after_load) > allowed:
         reasons = "".join(f"\n    - {r}" for m in after_load for r in torch_api.guard_failures(m))
@@ -42,6 +46,11 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                    f"moved {moved:.3g} tol",
                    {"steps_compared": 2 * n, "step_graphs": compiled.step_graphs, "recompiles_after_load": len(after_load),
                     "state_entries": sum(map(len, reference.final.state.values())), "moved_tolerances": round(moved, 3)})
+
+
+ATTRIBUTES_NOT_SAVED = ("\n  diagnosis: an attribute of the optimizer's own is not in its state_dict, so a load leaves it as "
+                        "the loading optimizer had it (a fresh one: its initial value): the optimizer's doing (keep it in "
+                        "state or param_groups, or save it in state_dict)")
 
 
 CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary",

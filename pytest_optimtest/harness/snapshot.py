@@ -41,6 +41,30 @@ def freeze(value: Any, names: dict[int, str] | None = None, depth: int = 0) -> A
     return value
 
 
+def params_in_groups(groups: list[dict[str, Any]]) -> list[str]:
+    """The entries of frozen param groups (their params aside) that refer to the optimizer's params:
+    an object holding them (RMSGD's metrics), a dict keyed by them."""
+    return [f"param_groups[{i}][{key!r}]" for i, group in enumerate(groups) for key, value in group.items()
+            if _names_a_param(value)]
+
+
+def _names_a_param(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.startswith("<param ")
+    if isinstance(value, dict):
+        return any(map(_names_a_param, value)) or any(map(_names_a_param, value.values()))
+    return isinstance(value, (list, tuple)) and any(map(_names_a_param, value))
+
+
+def params_in_groups_diagnosis(groups: list[dict[str, Any]], regime: str) -> str:
+    """Why state held in param groups that refers to params does not survive `regime`; '' where none does."""
+    held = params_in_groups(groups)
+    if not held:
+        return ""
+    return (f"\n  diagnosis: the optimizer's param groups refer to its params ({', '.join(held)}), and {regime}: the "
+            "optimizer's doing (keep what refers to params out of param_groups, or bind it anew on load)")
+
+
 def is_numpy(value: Any) -> bool:
     """A NumPy array or scalar (by its module: NumPy is the optimizer's dependency, not ours)."""
     return type(value).__module__ == "numpy" and hasattr(value, "shape")
