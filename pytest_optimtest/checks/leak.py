@@ -21,7 +21,7 @@ def check_no_leak(case: Any, runs: Any) -> Verdict:
     optimizer and the compiled step are dropped, no param survives `gc.collect()`; a leak names
     what still holds a param. Params freed only by the cycle collector are reported, not failed.
     A run of its own, inspected before its compile state is reset: the shared runs keep theirs."""
-    with _gc_paused() as paused, running(case, Regime(compiled=True, closure=False, steps=2)) as run:
+    with _gc_paused() as paused, running(case, Regime(compiled=True, closure=case.closure, steps=2)) as run:
         alive = run.params_alive()
         paused.resume()
         require_compiled(case.id, run.step_graphs, "no compile cache was tested")

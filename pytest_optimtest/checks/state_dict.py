@@ -20,10 +20,10 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
     eager reference, eager-from-compiled, compiled-from-eager) hold equal params and state.
     The load into the compiled optimizer may recompile at most `recompile.load_state_dict` times."""
     n = case.steps
-    reference = runs.run(case, Regime(closure=False, steps=2 * n, checkpoint_at=n))
-    compiled = runs.run(case, Regime(compiled=True, closure=False, steps=2 * n, checkpoint_at=n,
+    reference = runs.run(case, Regime(closure=case.closure, steps=2 * n, checkpoint_at=n))
+    compiled = runs.run(case, Regime(compiled=True, closure=case.closure, steps=2 * n, checkpoint_at=n,
                                      load_at=(n, reference.checkpoint)))
-    resumed = runs.run(case, Regime(closure=False, steps=n, resume=compiled.checkpoint))
+    resumed = runs.run(case, Regime(closure=case.closure, steps=n, resume=compiled.checkpoint))
     require_compiled(case.id, compiled.step_graphs, "the round trip proves nothing")
     moved = require_moved(case.id, reference.initial, reference.final.params, case.tolerance, case.min_movement,
                           f"over {n}+{n} steps")
