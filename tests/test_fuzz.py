@@ -94,7 +94,7 @@ def test_a_fuzz_item_with_no_case_to_draw_is_still_its_optimizers(tmp_path):
     fuzz = fuzz_case(tmp_path, """
 optimizer: torch.optim.SGD
 kwargs: {lr: 0.1}
-closure: [true]
+dtypes: [bfloat16]
 fuzz: {determinism: {examples: 2}}
 """)
     assert fuzz.cases == () and fuzz.optimizer == "torch.optim.SGD"  # its report row is SGD's, not the item's id

@@ -41,8 +41,8 @@ SPECS = {
     "tinycount": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 1.0e-7}\nchecks: [parity, none_grads]\n",
     "initgroup": "optimizer: planted_unseen:InitGroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
-    "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak]\n"
-               "laws: {descent: true, untouched: true}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
+    "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
+               "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
 
 
@@ -330,6 +330,7 @@ def test_a_wrapper_steps_a_base_optimizer_built_over_its_own_params_in_every_run
     assert _outcome(out, "specs/wrapper.yaml::sharpnessaware-default-closure-cpu::parity") == "PASSED"
     for check in ("law_descent", "law_untouched", "state_dict", "no_leak"):  # a step that must have a closure gets one
         assert _outcome(out, f"specs/wrapper.yaml::sharpnessaware-default-closure-cpu::{check}") == "PASSED"
+    assert _outcome(out, "specs/wrapper.yaml::sharpnessaware-fuzz-cpu::fuzz_determinism") == "PASSED"
     (case,) = cases_from(tmp_path, SPECS["wrapper"])
     model = two_linear()
     wrapper = construct(resolve(case.optimizer), "list", model, build_kwargs(case.kwargs, "cpu"), "cpu")

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from . import torch_api
-from .builder import make_optimizer, param_dtype, step_grad_mode
+from .builder import make_optimizer, param_dtype, step_grad_mode, step_on_set_grads
 from .devices import seed_all
 from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
@@ -71,5 +71,5 @@ def stepped_over(case: Any, params: list[torch.Tensor], grads: list[list[torch.T
             p.grad = g.clone()
         seed_all(case.seed + 1 + k)
         with step_grad_mode(case):
-            optimizer.step()
+            step_on_set_grads(case, optimizer, params)
     return optimizer

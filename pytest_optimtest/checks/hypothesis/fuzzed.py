@@ -28,6 +28,8 @@ def _rerun(fuzz, check: str) -> str:
 
 
 def _drawable(fuzz, base_check: str, runs):
+    if fuzz.cases and all(c.closure for c in fuzz.cases):  # the step must have a closure: a compiled step of its
+        raise NotApplicable(f"{fuzz.id}: every case steps with a closure, which fuzz_{base_check}'s steps do not give")
     cases = fuzz.drawable(base_check)
     if not cases:
         raise NotApplicable(f"{fuzz.id}: no case to draw: {base_check} is skipped or xfailed for every plain {fuzz.device} case")

@@ -92,7 +92,7 @@ def _param_differences(index: int, opt_a: torch.optim.Optimizer, p_a: torch.Tens
 
 def _draws(fuzz: Any, prop: Any, runs: Any, layouts: tuple[str, ...] = LAYOUTS) -> dict[str, st.SearchStrategy[Any]]:
     if not fuzz.cases:
-        raise NotApplicable(f"{fuzz.id}: no plain {fuzz.device} case to draw (every case has a scheduler or a closure)")
+        raise NotApplicable(f"{fuzz.id}: no float32 {fuzz.device} case without a scheduler to draw")
     return {"case": st.sampled_from(steppable(fuzz.cases, runs, fuzz.id)),
             "params": param_lists(max_size=prop.max_params, min_dims=prop.min_dims, max_dims=prop.max_dims,
                                   max_side=prop.max_side, allow_empty=prop.allow_empty, layouts=layouts)}
