@@ -291,6 +291,7 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
                                         f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
     problems = {}
+    factory: Any = two_linear
     for form in ("list", "named", "model"):
         try:
             construct(cls, form, two_linear(), kwargs, "cpu")
@@ -298,39 +299,48 @@ def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
     else:
-        for form in ("list", "named", "model"):  # a constructor that takes matrices only (EchoMuon's)
-            with contextlib.suppress(Exception):
-                construct(cls, form, two_linear_no_bias(), kwargs, "cpu")
-                return form, two_linear_no_bias, [
-                    *([] if form == "list" else [f"params: {form}"]),
-                    f"model: pytest_optimtest.models:two_linear_no_bias  # its constructor refuses 1-D params: {problems['list']}"]
-        flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
-        try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
-            construct(cls, flagged, two_linear(), kwargs, "cpu")
-        except Exception:  # noqa: BLE001  # not that convention either: say what to fill in
-            return "list", two_linear, [
-                f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
-                "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
-        return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
-                                     f"(it refuses a plain list: {problems['list']})",
-                                     "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
-    lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
-    step_problem = _first_step_problem(cls, form, kwargs, two_linear)
-    if step_problem and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
+        form = next((f for f in ("list", "named", "model") if _constructs(cls, f, two_linear_no_bias, kwargs)), "")
+        if not form:
+            flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
+            try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
+                construct(cls, flagged, two_linear(), kwargs, "cpu")
+            except Exception:  # noqa: BLE001  # not that convention either: say what to fill in
+                return "list", two_linear, [
+                    f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
+                    "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
+            return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
+                                         f"(it refuses a plain list: {problems['list']})",
+                                         "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
+        factory = two_linear_no_bias  # a constructor that takes matrices only (EchoMuon's): its step probed over them below
+    if factory is two_linear_no_bias:
+        lines = [*([] if form == "list" else [f"params: {form}"]),
+                 f"model: pytest_optimtest.models:two_linear_no_bias  # its constructor refuses 1-D params: {problems['list']}"]
+    else:
+        lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
+    step_problem = _first_step_problem(cls, form, kwargs, factory)
+    if step_problem and factory is two_linear and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
         lines.append(f"model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: {step_problem}")
         return form, two_linear_no_bias, lines
-    if step_problem and _stepped(cls, form, kwargs, two_linear, steps=1, dtype=torch.bfloat16)[1] is None:
+    if step_problem and _stepped(cls, form, kwargs, factory, steps=1, dtype=torch.bfloat16)[1] is None:
         lines.append(f"dtypes: [bfloat16]  # its step refuses float32 params and steps bf16 ones: {step_problem}")
-        return form, two_linear, lines
+        return form, factory, lines
     skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
     if skip is not None:
         comment, reason = skip
         lines += [f"skip:  # {comment}", f'  - {{reason: "{reason}"}}']
-        return form, two_linear, lines
+        return form, factory, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
                      "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
-    return form, two_linear, lines
+    return form, factory, lines
+
+
+def _constructs(cls: type, form: str, factory: Any, kwargs: dict) -> bool:
+    try:
+        construct(cls, form, factory(), kwargs, "cpu")
+    except Exception:  # noqa: BLE001  # the constructor's verdict on this form and model
+        return False
+    return True
 
 
 def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple[str, str] | None:
@@ -559,7 +569,7 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
 
 
 def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...],
-                  factory: Any = two_linear) -> tuple[set[str], list[str]]:
+                  factory: Any) -> tuple[set[str], list[str]]:
     """(flags the constructor takes and keeps, flags it takes and keeps nowhere): a law or property
     over a flag that is swallowed by **kwargs would compare two identical runs."""
     stored, dropped = set(), []
@@ -600,7 +610,7 @@ def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch
     return "closure: [false, true]"
 
 
-def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factory: Any = two_linear) -> bool:
+def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factory: Any) -> bool:
     """Whether a few eager steps advance torch's global RNG (a noisy update, a preconditioner updated
     with some probability)."""
     torch.manual_seed(0)

@@ -506,6 +506,18 @@ class MatrixOnlyConstructorSGD(PlainSGD):
         torch.optim.Optimizer.__init__(self, params, {"lr": lr, "nesterov": nesterov})
 
 
+class MatrixOnlyBf16SGD(MatrixOnlyConstructorSGD):
+    """Its constructor takes matrices only and its step bf16 params only: init's probes of the step
+    must run over the model the constructor takes."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dtype != torch.bfloat16:
+                    raise TypeError(f"MatrixOnlyBf16SGD steps bfloat16 params only, got {p.dtype}")
+                p.add_(p.grad, alpha=-group["lr"])
+
+
 class FailOnRecompileLimitHit(Exception):
     """Named as dynamo's (torch._dynamo.exc): what a step compiling its own function raises past the recompile limit."""
 

@@ -245,6 +245,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:MatrixOnlyConstructorSGD", ["model: pytest_optimtest.models:two_linear_no_bias  # its constructor "
                                                     "refuses 1-D params", "  - name: nesterov", "  min_ndim: 2"],
      ["fill in `params`", "left out: nesterov"]),
+    ("planted_run_model:MatrixOnlyBf16SGD", ["model: pytest_optimtest.models:two_linear_no_bias  # its constructor refuses",
+                                            "dtypes: [bfloat16]  # its step refuses float32 params"], ["fill in `params`"]),
     ("planted_run_model:SingleTensorOnlySGD", ["# left out: foreach: True: SingleTensorOnlySGD rejects it: ValueError: "
                                                "_multi_tensor_sgd not implemented yet"], ["foreach: [{foreach: false}"]),
     ("planted_run_model:RelativeStepSGD", ["kwargs: {}  # RelativeStepSGD refuses an lr with its other defaults (ValueError: "
