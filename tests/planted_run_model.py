@@ -518,6 +518,28 @@ class MatrixOnlyBf16SGD(MatrixOnlyConstructorSGD):
                 p.add_(p.grad, alpha=-group["lr"])
 
 
+_NOISE = torch.Generator().manual_seed(0)  # a module's own generator, as adv_optm keeps one
+
+
+class OwnGeneratorSGD(PlainSGD):
+    """Correct noisy SGD: each step adds noise drawn, at the end of the step before, from its module's
+    own torch.Generator (not torch's global RNG; dynamo traces no draw from it: a graph break)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    noise = self.state[p].get("noise")
+                    p.add_(p.grad if noise is None else p.grad + 0.01 * noise, alpha=-group["lr"])
+        torch._dynamo.graph_break()
+        self._draw()
+
+    def _draw(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["noise"] = torch.randn(p.shape, generator=_NOISE).to(p)
+
+
 class FailOnRecompileLimitHit(Exception):
     """Named as dynamo's (torch._dynamo.exc): what a step compiling its own function raises past the recompile limit."""
 

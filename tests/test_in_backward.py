@@ -107,3 +107,25 @@ def test_a_step_that_raises_on_the_second_optimizers_grad_none_is_torchs_double_
     with pytest.raises(AssertionError, match=r"the step raised AttributeError: .*\n  diagnosis: torch's doing: with two optimizers "
                                              r"applied to a param, each optimizer's step\(\) ran 2 times in one backward"):
         run("in_backward_two_optimizers", case)
+
+
+def test_an_optimizer_drawing_from_its_packages_own_generator_is_seeded_per_step_and_not_compared_by_draw_order(tmp_path):
+    # adv_optm keeps a module-level torch.Generator: runs reseed it as they reseed torch's RNG, so eager and compiled
+    # draw alike; per-param regimes draw in another order, which the session calls not comparable; the user's
+    # generator is left as it was
+    import planted_run_model
+
+    from pytest_optimtest.harness.diagnosis import not_comparable
+    from pytest_optimtest.harness.ladder import MOVES
+
+    before = planted_run_model._NOISE.get_state()
+    case = case_for(tmp_path, "planted_run_model:OwnGeneratorSGD", "{lr: 0.01}")
+    runs = RunCache()
+    assert "equal" in CHECKS["parity"].run(case, runs)
+    runs.ladder(case).first_failure(MOVES)
+    assert "generator planted_run_model._NOISE" in runs.ladder(case).draws
+    with pytest.raises(AssertionError, match="differ from the reference") as info:
+        CHECKS["in_backward"].run(case, runs)
+    verdict = not_comparable("in_backward", case.id, runs.ladder(case).draws, info.value)
+    assert verdict is not None and "draws from a torch.Generator of its own package (planted_run_model._NOISE)" in str(verdict)
+    assert planted_run_model._NOISE.get_state().equal(before)

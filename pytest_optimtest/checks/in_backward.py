@@ -11,6 +11,7 @@ from typing import Any
 from ..harness import torch_api
 from ..harness.blame import one_line, recompile_limit_diagnosis
 from ..harness.compare import max_movement, value_differences
+from ..harness.diagnosis import ordered_draws
 from ..harness.vacuity import require_moved
 from ..spec.param_groups import model_param_shapes
 from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardRun, InBackwardSpec, double_step_diagnosis,
@@ -69,7 +70,7 @@ def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float
     except InBackwardDifference as exc:
         ladder = runs.ladder(case)
         ladder.first_failure(MOVES)  # climbed, so that its draws are known (a session has climbed it already)
-        if "torch" in ladder.draws or not matches_per_param_reference(case, tied, copies):
+        if ordered_draws(ladder.draws) or not matches_per_param_reference(case, tied, copies):
             raise  # an optimizer drawing from torch's RNG: the session's not-comparable verdict says so
         raise Vacuous(
             f"{case.id}: vacuous: not comparable with one optimizer a group: in-backward differs from it ({str(exc).splitlines()[1].strip()}), "

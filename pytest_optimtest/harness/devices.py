@@ -1,7 +1,8 @@
-"""Which devices this machine can run cases on."""
+"""Which devices this machine can run cases on, and the random state a run seeds and watches."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -26,6 +27,30 @@ def seed_all(seed: int) -> None:
     import torch
 
     torch.manual_seed(seed)  # seeds CUDA and MPS generators too
+
+
+def package_generators(optimizer_cls: Any) -> dict[str, Any]:
+    """The torch.Generators the optimizer's package keeps as module globals (adv_optm's, for
+    stochastic rounding), by "module.name": draws torch.manual_seed does not order. None are looked
+    for in torch's own or this plugin's modules."""
+    import torch
+
+    top = getattr(optimizer_cls, "__module__", "torch").split(".")[0]
+    if top in ("torch", "pytest_optimtest"):
+        return {}
+    return {f"{name}.{attr}": value for name, module in list(sys.modules.items())
+            if module is not None and (name == top or name.startswith(top + "."))
+            for attr, value in list(vars(module).items()) if isinstance(value, torch.Generator)}
+
+
+def package_generator_states(optimizer_cls: Any) -> dict[str, Any]:
+    return {name: generator.get_state() for name, generator in package_generators(optimizer_cls).items()}
+
+
+def seed_package_generators(optimizer_cls: Any, seed: int) -> None:
+    """Seed them as seed_all seeds torch's, so that two runs of a case draw alike step by step."""
+    for generator in package_generators(optimizer_cls).values():
+        generator.manual_seed(seed)
 
 
 def selected_devices(config: Any) -> set[str] | None:

@@ -48,14 +48,24 @@ DRAW_ORDER_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimi
 PER_PARAM_REGIMES = (*DRAW_ORDER_REGIMES, "distributed")
 
 
+def ordered_draws(draws: tuple[str, ...]) -> str | None:
+    """The RNG whose draws land by step order (torch's global one, or a torch.Generator of the
+    optimizer's package), in words; None where the step draws from neither."""
+    own = [d.removeprefix("generator ") for d in draws if d.startswith("generator ")]
+    if "torch" in draws:
+        return "torch's global RNG"
+    return f"a torch.Generator of its own package ({', '.join(own)})" if own else None
+
+
 def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
     """What the case's runs already show, for a check that failed on it (parity adds its reruns to
     its own message): storage aliasing and RNG use in the shared compiled run (`run`: None for a
     check that compares no compiled values with eager ones), and the RNG draw order of the regimes
     that step params one at a time or one shard per rank."""
     lines = list(run.diagnoses or _storage_and_rng(run, rerun=False)) if run is not None and check != "parity" else []
-    if "torch" in draws and check in PER_PARAM_REGIMES:
-        lines.append(f"the optimizer draws from torch's global RNG in its step, and {check} steps params in another "
+    rng = ordered_draws(draws)
+    if rng and check in PER_PARAM_REGIMES:
+        lines.append(f"the optimizer draws from {rng} in its step, and {check} steps params in another "
                      "order (one param as its grad is ready, or one shard per rank) than the reference, so the draws "
                      "land on other elements: a difference here may be the draw order, not the optimizer's arithmetic "
                      "(compare with a generator per param, or skip this check with that reason)")
@@ -68,10 +78,11 @@ def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
 def not_comparable(check: str, case_id: str, draws: tuple[str, ...], verdict: AssertionError) -> Vacuous | None:
     """A check's red that proves nothing, as the vacuous skip it is: a per-param regime's difference
     from its reference, for an optimizer that draws from torch's global RNG (strict mode fails it)."""
-    if check not in DRAW_ORDER_REGIMES or "torch" not in draws:
+    rng = ordered_draws(draws)
+    if check not in DRAW_ORDER_REGIMES or rng is None:
         return None
     lines = str(verdict).splitlines()
-    return Vacuous(f"{case_id}: vacuous: not comparable: the optimizer draws from torch's global RNG in its step, and "
+    return Vacuous(f"{case_id}: vacuous: not comparable: the optimizer draws from {rng} in its step, and "
                    f"{check} steps params in another order than its reference (one param as its grad is ready, or one "
                    f"shard per rank), so the draws land on other elements; what differed: "
                    f"{' '.join(lines[1:2]) or lines[0] if lines else ''}")

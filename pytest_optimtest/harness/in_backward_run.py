@@ -17,8 +17,8 @@ from ..spec.schema import MAX_STEPS, StrictModel
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .compare import value_differences
-from .devices import seed_all
-from .isolation import isolated
+from .devices import seed_all, seed_package_generators
+from .isolation import generators_kept, isolated
 from ..models import IN_FEATURES
 from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
 from .param_forms import binding_base_optimizers, form_name, instantiate
@@ -156,7 +156,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
     optimizer_cls = resolve(case.optimizer)
     if requires_closure(optimizer_cls):
         raise CannotApply(f"{optimizer_cls.__name__}.step requires a closure; an optimizer applied in backward steps without one")
-    with isolated():
+    with isolated(), generators_kept(case):
         model = make_model(case, tied)
         reference, in_backward = deepcopy(model), deepcopy(model)
         ref_groups = [g for _ in range(copies) for g in unique_params(groups_of(reference, case))]
@@ -178,6 +178,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
         try:
             for step in range(in_backward_section(case).steps):
                 seed_all(case.seed + 1 + step)
+                seed_package_generators(optimizer_cls, case.seed + 1 + step)
                 loss_fn(reference(inputs)).backward()
                 if per_param:
                     for p in order:
@@ -189,6 +190,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
                         opt.step()
                 reference.zero_grad(set_to_none=True)
                 seed_all(case.seed + 1 + step)
+                seed_package_generators(optimizer_cls, case.seed + 1 + step)
                 loss_fn(in_backward(inputs)).backward()
                 result.reference.append(_values(reference))
                 result.in_backward.append(_values(in_backward))
@@ -237,7 +239,7 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
     torch registers one hook per _apply_optimizer_in_backward call, and each hook steps every
     optimizer of the param, then sets its grad to None."""
     optimizer_cls = resolve(case.optimizer)
-    with isolated():
+    with isolated(), generators_kept(case):
         model = make_model(case, tied=False)
         for params, kwargs in [g for _ in range(2) for g in groups_of(model, case)]:
             torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), params, kwargs)
@@ -272,7 +274,7 @@ class NoHookRun:
 
 def run_without_hook(case: Case) -> NoHookRun:
     optimizer_cls = resolve(case.optimizer)
-    with isolated():
+    with isolated(), generators_kept(case):
         model = make_model(case, tied=False)
         initial, hooked, unhooked, stepped = deepcopy(model), deepcopy(model), deepcopy(model), deepcopy(model)
         for m, hooks in ((hooked, True), (unhooked, False)):

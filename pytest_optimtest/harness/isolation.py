@@ -11,7 +11,9 @@ from typing import Any
 
 import torch
 
+from ..spec.values import resolve
 from . import torch_api
+from .devices import package_generators
 
 
 @contextlib.contextmanager
@@ -49,9 +51,24 @@ def isolated_case(case: Any) -> Iterator[None]:
     """`isolated()` with the case's inductor options, torch's UserWarnings silenced, and, for a
     subclass of a torch.optim optimizer, `super().step()` free of torch.optim's graph breaks."""
     options = {"fallback_random": True} if case.fallback_random else {}
-    with isolated(**options), warnings.catch_warnings(), _bases_unwrapped(case):
+    with isolated(**options), warnings.catch_warnings(), _bases_unwrapped(case), generators_kept(case):
         warnings.simplefilter("ignore", UserWarning)
         yield
+
+
+@contextlib.contextmanager
+def generators_kept(case: Any) -> Iterator[None]:
+    """The optimizer package's own torch.Generators as they were: runs reseed them, as they reseed torch's."""
+    try:
+        generators = package_generators(resolve(case.optimizer)) if getattr(case, "optimizer", None) else {}
+    except ImportError:  # an optimizer that does not import fails where the case builds it
+        generators = {}
+    states = {name: g.get_state() for name, g in generators.items()}
+    try:
+        yield
+    finally:
+        for name, generator in generators.items():
+            generator.set_state(states[name])
 
 
 @contextlib.contextmanager
@@ -60,7 +77,6 @@ def _bases_unwrapped(case: Any) -> Iterator[None]:
     if path is None:
         yield
         return
-    from ..spec.values import resolve
 
     with torch_api.torch_optim_bases_unwrapped(resolve(path)):
         yield

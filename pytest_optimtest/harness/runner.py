@@ -28,7 +28,7 @@ from . import torch_api
 from .builder import (ClosureCompiles, compile_step, make_closure, make_optimizer, make_scheduler, model_with_grads,
                       require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
 from .containment import PROGRESS
-from .devices import seed_all
+from .devices import package_generator_states, seed_all, seed_package_generators
 from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
@@ -242,7 +242,9 @@ class _Stepping:
             _set_grads(self.model, self.grads, regime.missing_grads[i % len(regime.missing_grads)])
         PROGRESS.at_step(i + 1)
         seed_all(self.case.seed + 1 + self.first + i)
+        seed_package_generators(type(self.optimizer), self.case.seed + 1 + self.first + i)
         torch_rng, python_rng = torch.get_rng_state(), random.getstate()
+        own_rngs = package_generator_states(type(self.optimizer))
         start = time.perf_counter()
         try:
             compiles = self.counted()
@@ -255,6 +257,8 @@ class _Stepping:
         result.compiles.append(compiles)
         self.drawn |= {"torch"} if not torch.equal(torch_rng, torch.get_rng_state()) else set()
         self.drawn |= {"python"} if python_rng != random.getstate() else set()
+        self.drawn |= {f"generator {name}" for name, state in package_generator_states(type(self.optimizer)).items()
+                       if name not in own_rngs or not torch.equal(state, own_rngs[name])}
         if scheduler_from is not None and i + 1 >= scheduler_from:
             self._step_schedulers()
         if regime.every_step:
