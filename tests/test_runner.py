@@ -103,3 +103,18 @@ def test_the_comparison_compares_an_objects_fields_not_its_identity():
     tol = Tolerance(atol=1e-5, rtol=1e-6)
     assert value_differences("g", {"s": Schedule(0.5)}, {"s": Schedule(0.5)}, tol) == []
     assert value_differences("g", {"s": Schedule(0.5)}, {"s": Schedule(0.7)}, tol) == ["g['s'].__dict__['p']: compiled 0.7 != eager 0.5"]
+
+
+def test_package_generators_are_the_optimizer_packages_module_level_ones_and_dicts_of_them(monkeypatch):
+    import sys
+    import types
+
+    from pytest_optimtest.harness.devices import package_generators
+
+    module = types.ModuleType("fakeoptpkg.util")
+    module.noise = torch.Generator()
+    module.per_device = {"cpu": torch.Generator(), "note": 1}  # adv_optm's `_generators`, one per device
+    monkeypatch.setitem(sys.modules, "fakeoptpkg.util", module)
+    optimizer_cls = type("Opt", (), {"__module__": "fakeoptpkg.optim"})
+    assert set(package_generators(optimizer_cls)) == {"fakeoptpkg.util.noise", "fakeoptpkg.util.per_device['cpu']"}
+    assert package_generators(torch.optim.SGD) == {}  # torch's own RNG is seeded by torch.manual_seed

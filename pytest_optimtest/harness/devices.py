@@ -38,9 +38,16 @@ def package_generators(optimizer_cls: Any) -> dict[str, Any]:
     top = getattr(optimizer_cls, "__module__", "torch").split(".")[0]
     if top in ("torch", "pytest_optimtest"):
         return {}
-    return {f"{name}.{attr}": value for name, module in list(sys.modules.items())
-            if module is not None and (name == top or name.startswith(top + "."))
-            for attr, value in list(vars(module).items()) if isinstance(value, torch.Generator)}
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == top or name.startswith(top + ".")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, torch.Generator):
+                found[f"{name}.{attr}"] = value
+            elif isinstance(value, dict):  # one per device (adv_optm's `_generators`)
+                found.update((f"{name}.{attr}[{key!r}]", g) for key, g in list(value.items()) if isinstance(g, torch.Generator))
+    return found
 
 
 def package_generator_states(optimizer_cls: Any) -> dict[str, Any]:
