@@ -540,6 +540,23 @@ class OwnGeneratorSGD(PlainSGD):
                 self.state[p]["noise"] = torch.randn(p.shape, generator=_NOISE).to(p)
 
 
+class ConstructorDrawSGD(PlainSGD):
+    """Correct; draws a fixed perturbation per param from its module's own generator as it makes its
+    state in the constructor (adv_optm's spectral-norm vectors), then steps without drawing."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["v"] = torch.randn(p.shape, generator=_NOISE).to(p)
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad + 0.01 * self.state[p]["v"], alpha=-group["lr"])
+
+
 class FailOnRecompileLimitHit(Exception):
     """Named as dynamo's (torch._dynamo.exc): what a step compiling its own function raises past the recompile limit."""
 

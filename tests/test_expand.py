@@ -102,3 +102,15 @@ def test_once_per_optimizer_checks_take_the_closure_variant_where_every_case_nee
     assert "law_untouched" not in only["lbfgs-b-closure-cpu"]
     both = {c.id: c.checks for c in cases_from(tmp_path, f"optimizer: torch.optim.SGD\nkwargs: {{lr: 0.1}}\nclosure: [true, false]\n{laws}")}
     assert "law_untouched" in both["sgd-a-cpu"] and "law_untouched" not in both["sgd-a-closure-cpu"]
+
+
+def test_loading_a_spec_draws_nothing_from_the_users_rngs(tmp_path):
+    # the loader constructs the optimizer (a constructor that draws: adv_optm's spectral-norm vectors) and builds the
+    # model a names selector needs (its init draws from torch's RNG): a guest leaves the session's RNGs as they were
+    import planted_run_model
+
+    torch.manual_seed(1234)
+    torch_rng, own_rng = torch.get_rng_state(), planted_run_model._NOISE.get_state()
+    cases_from(tmp_path, "optimizer: planted_run_model:ConstructorDrawSGD\nkwargs: {lr: 0.1}\n"
+                         "params:\n  - {names: ['0.*'], lr: 0.05}\n  - {}\n")
+    assert torch.get_rng_state().equal(torch_rng) and planted_run_model._NOISE.get_state().equal(own_rng)

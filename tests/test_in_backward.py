@@ -129,3 +129,9 @@ def test_an_optimizer_drawing_from_its_packages_own_generator_is_seeded_per_step
     verdict = not_comparable("in_backward", case.id, runs.ladder(case).draws, info.value)
     assert verdict is not None and "draws from a torch.Generator of its own package (planted_run_model._NOISE)" in str(verdict)
     assert planted_run_model._NOISE.get_state().equal(before)
+    # drawn as the constructor makes its state (adv_optm's spectral-norm vectors): per-param optimizers draw in another order
+    case = case_for(tmp_path, "planted_run_model:ConstructorDrawSGD", "{lr: 0.01}")
+    runs = RunCache()
+    runs.ladder(case).first_failure(MOVES)
+    assert "generator planted_run_model._NOISE" in runs.ladder(case).draws
+    assert planted_run_model._NOISE.get_state().equal(before)

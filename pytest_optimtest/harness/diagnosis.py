@@ -65,7 +65,7 @@ def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
     lines = list(run.diagnoses or _storage_and_rng(run, rerun=False)) if run is not None and check != "parity" else []
     rng = ordered_draws(draws)
     if rng and check in PER_PARAM_REGIMES:
-        lines.append(f"the optimizer draws from {rng} in its step, and {check} steps params in another "
+        lines.append(f"the optimizer draws from {rng} (as it makes its state or steps), and {check} steps params in another "
                      "order (one param as its grad is ready, or one shard per rank) than the reference, so the draws "
                      "land on other elements: a difference here may be the draw order, not the optimizer's arithmetic "
                      "(compare with a generator per param, or skip this check with that reason)")
@@ -82,7 +82,7 @@ def not_comparable(check: str, case_id: str, draws: tuple[str, ...], verdict: As
     if check not in DRAW_ORDER_REGIMES or rng is None:
         return None
     lines = str(verdict).splitlines()
-    return Vacuous(f"{case_id}: vacuous: not comparable: the optimizer draws from {rng} in its step, and "
+    return Vacuous(f"{case_id}: vacuous: not comparable: the optimizer draws from {rng} (as it makes its state or steps), and "
                    f"{check} steps params in another order than its reference (one param as its grad is ready, or one "
                    f"shard per rank), so the draws land on other elements; what differed: "
                    f"{' '.join(lines[1:2]) or lines[0] if lines else ''}")

@@ -58,15 +58,28 @@ def isolated_case(case: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def generators_kept(case: Any) -> Iterator[None]:
-    """The optimizer package's own torch.Generators as they were: runs reseed them, as they reseed torch's."""
+    """The RNGs as they were, the optimizer package's own torch.Generators included: runs reseed
+    them, as they reseed torch's."""
     try:
-        generators = package_generators(resolve(case.optimizer)) if getattr(case, "optimizer", None) else {}
+        optimizer_cls = resolve(case.optimizer) if getattr(case, "optimizer", None) else None
     except ImportError:  # an optimizer that does not import fails where the case builds it
-        generators = {}
+        optimizer_cls = None
+    with rngs_kept(optimizer_cls):
+        yield
+
+
+@contextlib.contextmanager
+def rngs_kept(optimizer_cls: Any = None) -> Iterator[None]:
+    """torch's and Python's global RNGs, and the optimizer package's own generators, as they were:
+    what loading a spec builds (a model, a probed optimizer) draws nothing from the user's session."""
+    cpu_rng, python_rng = torch.get_rng_state(), random.getstate()
+    generators = package_generators(optimizer_cls) if optimizer_cls is not None else {}
     states = {name: g.get_state() for name, g in generators.items()}
     try:
         yield
     finally:
+        torch.set_rng_state(cpu_rng)
+        random.setstate(python_rng)
         for name, generator in generators.items():
             generator.set_state(states[name])
 

@@ -28,6 +28,7 @@ from . import torch_api
 from .builder import (ClosureCompiles, compile_step, make_closure, make_optimizer, make_scheduler, model_with_grads,
                       require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
 from .containment import PROGRESS
+from ..spec.values import resolve
 from .devices import package_generator_states, seed_all, seed_package_generators
 from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
@@ -164,7 +165,9 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         case = replace(case, kwargs={**case.kwargs, **dict(regime.kwargs)})
     try:
         model, data = _model(case, regime)
+        rngs = _RngStates.now(resolve(case.optimizer))
         optimizer = make_optimizer(case, model)
+        constructor_draws = rngs.drawn_since(type(optimizer))  # spectral-norm vectors drawn as state is made
     except Exception as exc:
         if regime.failures == "raise":
             raise
@@ -172,6 +175,7 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
     names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
     result = Run(case, regime, {name: p.detach().clone() for p, name in names.items()})
     stepping = _Stepping(case, regime, model, optimizer, result, log, data)
+    stepping.drawn |= constructor_draws
     if regime.resume:
         _load(regime.resume, model, optimizer)
     try:
@@ -189,6 +193,27 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         stepping.perturbations()
     result.param_refs = [weakref.ref(p) for p in model.parameters()]
     return result
+
+
+@dataclass
+class _RngStates:
+    """The global RNGs' states, and the optimizer package's own generators': what a step or a
+    constructor drew from is what changed."""
+
+    torch_rng: torch.Tensor
+    python_rng: Any
+    package: dict[str, torch.Tensor]
+
+    @classmethod
+    def now(cls, optimizer_cls: Any) -> _RngStates:
+        return cls(torch.get_rng_state(), random.getstate(), package_generator_states(optimizer_cls))
+
+    def drawn_since(self, optimizer_cls: Any) -> set[str]:
+        """"torch", "python" and "generator <module.name>" for each that changed since."""
+        drawn = {"torch"} if not torch.equal(self.torch_rng, torch.get_rng_state()) else set()
+        drawn |= {"python"} if self.python_rng != random.getstate() else set()
+        return drawn | {f"generator {name}" for name, state in package_generator_states(optimizer_cls).items()
+                        if name not in self.package or not torch.equal(state, self.package[name])}
 
 
 class _Stopped(Exception):
@@ -243,8 +268,7 @@ class _Stepping:
         PROGRESS.at_step(i + 1)
         seed_all(self.case.seed + 1 + self.first + i)
         seed_package_generators(type(self.optimizer), self.case.seed + 1 + self.first + i)
-        torch_rng, python_rng = torch.get_rng_state(), random.getstate()
-        own_rngs = package_generator_states(type(self.optimizer))
+        rngs = _RngStates.now(type(self.optimizer))
         start = time.perf_counter()
         try:
             compiles = self.counted()
@@ -255,10 +279,7 @@ class _Stepping:
             raise _Stopped from exc
         result.step_seconds.append(time.perf_counter() - start)
         result.compiles.append(compiles)
-        self.drawn |= {"torch"} if not torch.equal(torch_rng, torch.get_rng_state()) else set()
-        self.drawn |= {"python"} if python_rng != random.getstate() else set()
-        self.drawn |= {f"generator {name}" for name, state in package_generator_states(type(self.optimizer)).items()
-                       if name not in own_rngs or not torch.equal(state, own_rngs[name])}
+        self.drawn |= rngs.drawn_since(type(self.optimizer))
         if scheduler_from is not None and i + 1 >= scheduler_from:
             self._step_schedulers()
         if regime.every_step:

@@ -417,7 +417,10 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                                             f"({KWARG_OBJECTS})")
     memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:
-        _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)
+        from ..harness.isolation import rngs_kept  # torch loads only where a constructor runs: loading a spec stays light
+
+        with rngs_kept(cls):  # a constructor that draws (spectral-norm vectors) draws nothing of the user's
+            _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)
     problem = _constructed[memo_key]
     if problem and problem.startswith(PARAMS_FORM):
         declared = isinstance(locator.root, Mapping) and "params" in locator.root

@@ -57,10 +57,12 @@ def assignment_problem(groups: Sequence[ParamGroup], params: Sequence[tuple[str,
 def model_param_shapes(model_path: str) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     """(name, shape) of each unique param of the spec's model built on CPU, or None when it cannot be
     built here (the run will say why); for spec-time checks of name and shape selectors."""
+    from ..harness.isolation import rngs_kept  # torch loads only where a model is built: loading a spec stays light
     from .values import resolve
 
     try:
-        model: Any = resolve(model_path)(device="cpu")
+        with rngs_kept():  # its init draws from torch's RNG, not the user's session's
+            model: Any = resolve(model_path)(device="cpu")
         return tuple((name, tuple(p.shape)) for name, p in model.named_parameters())
     except Exception:  # noqa: BLE001  # a model that needs another device is checked when it runs
         return None
