@@ -122,6 +122,11 @@ def test_an_optimizer_drawing_from_its_packages_own_generator_is_seeded_per_step
     case = case_for(tmp_path, "planted_run_model:OwnGeneratorSGD", "{lr: 0.01}")
     runs = RunCache()
     assert "equal" in CHECKS["parity"].run(case, runs)
+    from helpers import cases_from  # two runs from one seed draw alike from its generator, seeded per step in each
+
+    (fuzz,) = [c for c in cases_from(tmp_path, "optimizer: planted_run_model:OwnGeneratorSGD\nkwargs: {lr: 0.01}\n"
+                                               "fuzz: {determinism: {examples: 3}}\n") if c.id.endswith("-fuzz-cpu")]
+    assert CHECKS["fuzz_determinism"].run(fuzz, runs)
     runs.ladder(case).first_failure(MOVES)
     assert "generator planted_run_model._NOISE" in runs.ladder(case).draws
     with pytest.raises(AssertionError, match="differ from the reference") as info:

@@ -23,10 +23,15 @@ def unavailable_reason(device: str) -> str | None:
     return f"unknown device {device!r}"
 
 
-def seed_all(seed: int) -> None:
+def seed_all(seed: int, case: Any = None) -> None:
+    """torch's RNG (CUDA's and MPS's too) and, given the case, its optimizer package's own generators."""
     import torch
 
-    torch.manual_seed(seed)  # seeds CUDA and MPS generators too
+    torch.manual_seed(seed)
+    if getattr(case, "optimizer", None):
+        from ..spec.values import resolve  # the case's optimizer has been imported by whoever built it
+
+        seed_package_generators(resolve(case.optimizer), seed)
 
 
 def package_generators(optimizer_cls: Any) -> dict[str, Any]:

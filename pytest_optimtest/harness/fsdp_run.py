@@ -228,7 +228,7 @@ def _train(case: Case, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         loss_fn(model(batch.to(case.device))).backward()
         if index == 0:  # before any step: what they hold is the model's and FSDP2's doing, not the optimizer's
             first_grads = _portable({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
-        seed_all(case.seed + 1 + index)
+        seed_all(case.seed + 1 + index, case)
         with step_grad_mode(case):  # compile_step's raw step leaves grad mode to its caller
             step()
         zero_grads(optimizer, model.parameters)

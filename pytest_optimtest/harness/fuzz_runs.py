@@ -52,9 +52,9 @@ def fuzz_parity_run(case: Any, params: Any, compiled: Callable[..., None], steps
     graphs = torch_api.captured_graph_count()
     with torch_api.recording_recompiles() as recompiles, step_grad_mode(case):
         for i in range(steps):
-            seed_all(case.seed + 1 + i)
+            seed_all(case.seed + 1 + i, case)
             compiled(step, opt_c)
-            seed_all(case.seed + 1 + i)
+            seed_all(case.seed + 1 + i, case)
             opt.step()
     return FuzzParityRun(initial, snapshot(opt, names), snapshot(opt_c, names_c),
                          torch_api.captured_graph_count() - graphs, list(recompiles))
@@ -69,7 +69,7 @@ def stepped_over(case: Any, params: list[torch.Tensor], grads: list[list[torch.T
     for k, step_grads in enumerate(grads):
         for p, g in zip(params, step_grads):
             p.grad = g.clone()
-        seed_all(case.seed + 1 + k)
+        seed_all(case.seed + 1 + k, case)
         with step_grad_mode(case):
             step_on_set_grads(case, optimizer, params)
     return optimizer

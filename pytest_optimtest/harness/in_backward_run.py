@@ -17,7 +17,7 @@ from ..spec.schema import MAX_STEPS, StrictModel
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .compare import value_differences
-from .devices import seed_all, seed_package_generators
+from .devices import seed_all
 from .isolation import generators_kept, isolated
 from ..models import IN_FEATURES
 from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
@@ -177,8 +177,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
         result = InBackwardRun(_values(model), [], [], 0, 0, False, 0)
         try:
             for step in range(in_backward_section(case).steps):
-                seed_all(case.seed + 1 + step)
-                seed_package_generators(optimizer_cls, case.seed + 1 + step)
+                seed_all(case.seed + 1 + step, case)
                 loss_fn(reference(inputs)).backward()
                 if per_param:
                     for p in order:
@@ -189,8 +188,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
                     for opt in optimizers:
                         opt.step()
                 reference.zero_grad(set_to_none=True)
-                seed_all(case.seed + 1 + step)
-                seed_package_generators(optimizer_cls, case.seed + 1 + step)
+                seed_all(case.seed + 1 + step, case)
                 loss_fn(in_backward(inputs)).backward()
                 result.reference.append(_values(reference))
                 result.in_backward.append(_values(in_backward))

@@ -146,7 +146,7 @@ def law_trajectory(case: Any, params: dict[str, torch.nn.Parameter], grads: list
         for name, p in own.items():
             grad = step_grads[name]
             p.grad = None if grad is None else grad.clone()
-        seed_all(case.seed + 1 + index)
+        seed_all(case.seed + 1 + index, case)
         with step_grad_mode(case):
             step_on_set_grads(case, optimizer, own.values())
         snapshots.append(snapshot(optimizer, names))
@@ -206,7 +206,7 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
             grad = torch.randn(shape, dtype=complex_dtype, generator=generator).to(case.device)
             complex_param.grad, real_param.grad = grad.clone(), torch.view_as_real(grad).clone()
             for opt, param in ((complex_opt, complex_param), (real_opt, real_param)):
-                seed_all(case.seed + 1 + step)
+                seed_all(case.seed + 1 + step, case)
                 with step_grad_mode(case):
                     step_on_set_grads(case, opt, [param])
             trajectory.append((torch.view_as_real(complex_param.detach()).clone(), real_param.detach().clone()))
@@ -244,7 +244,7 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
         with_closure = law_closure(case, type(optimizer))[0]
         losses = []
         for step in range(steps):
-            seed_all(case.seed + 1 + step)
+            seed_all(case.seed + 1 + step, case)
             losses.append(measured())
             if not with_closure:
                 closure()

@@ -128,7 +128,7 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
         feed = _Feed(own, step_grads)
         if not with_closure:
             feed.give()
-        seed_all(case.seed + 1 + index)
+        seed_all(case.seed + 1 + index, case)
         before, torch_before = _rng_states(numpy), _torch_rng(case.device)
         watch = _GradWrites(feed) if watch_grads else contextlib.nullcontext()
         with step_grad_mode(case), watch:

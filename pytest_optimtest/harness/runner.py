@@ -29,7 +29,7 @@ from .builder import (ClosureCompiles, compile_step, make_closure, make_optimize
                       require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
 from .containment import PROGRESS
 from ..spec.values import resolve
-from .devices import package_generator_states, seed_all, seed_package_generators
+from .devices import package_generator_states, seed_all
 from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
@@ -266,8 +266,7 @@ class _Stepping:
         if regime.missing_grads:
             _set_grads(self.model, self.grads, regime.missing_grads[i % len(regime.missing_grads)])
         PROGRESS.at_step(i + 1)
-        seed_all(self.case.seed + 1 + self.first + i)
-        seed_package_generators(type(self.optimizer), self.case.seed + 1 + self.first + i)
+        seed_all(self.case.seed + 1 + self.first + i, self.case)
         rngs = _RngStates.now(type(self.optimizer))
         start = time.perf_counter()
         try:
