@@ -466,8 +466,8 @@ class ConfigSGD(PlainSGD):
 
 class SharpnessAware(torch.optim.Optimizer):
     """SAM's shape: a wrapper given a base optimizer over the same params, stepping it at the grad of
-    a point `rho` uphill (the closure evaluates there); correct, but for params that join later (as
-    SAM's, its base optimizer never hears of them)."""
+    a point `rho` uphill (the closure evaluates there), its state_dict holding the base's; correct,
+    but for params that join later (as SAM's, its base optimizer never hears of them)."""
 
     def __init__(self, params, base: torch.optim.Optimizer, rho=0.05):
         super().__init__(params, {"rho": rho})
@@ -485,6 +485,14 @@ class SharpnessAware(torch.optim.Optimizer):
             torch._foreach_sub_(params, ups)
         self.base.step()
         return loss
+
+    def state_dict(self):
+        return {**super().state_dict(), "base": self.base.state_dict()}
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        self.base.load_state_dict(state_dict.pop("base"))
+        super().load_state_dict(state_dict)
 
 
 class FloatLrSGD(PlainSGD):
