@@ -331,7 +331,7 @@ def test_a_wrapper_steps_a_base_optimizer_built_over_its_own_params_in_every_run
     for check in ("law_descent", "law_untouched", "state_dict", "no_leak"):  # a step that must have a closure gets one
         assert _outcome(out, f"specs/wrapper.yaml::sharpnessaware-default-closure-cpu::{check}") == "PASSED"
     assert _outcome(out, "specs/wrapper.yaml::sharpnessaware-fuzz-cpu::fuzz_determinism") == "PASSED"
-    (case,) = cases_from(tmp_path, SPECS["wrapper"])
+    case = cases_from(tmp_path, SPECS["wrapper"])[0]
     model = two_linear()
     wrapper = construct(resolve(case.optimizer), "list", model, build_kwargs(case.kwargs, "cpu"), "cpu")
     assert isinstance(wrapper.base, torch.optim.SGD) and wrapper.base.defaults["momentum"] == 0.5
