@@ -20,30 +20,20 @@ from .devices import package_generators
 def isolated(**inductor_options: object) -> Iterator[None]:
     """Fresh dynamo/inductor state in, and every touched global restored on the way out.
 
-    Restores: default dtype, grad mode, CPU and CUDA RNG states, Python's RNG, NumPy's global RNG
-    (where NumPy is loaded), inductor config, and resets dynamo caches, inductor metrics and dynamo
-    counters on both sides.
+    Restores: default dtype, grad mode, every RNG (rngs_kept), inductor config, and resets dynamo
+    caches, inductor metrics and dynamo counters on both sides.
     """
     dtype = torch.get_default_dtype()
     grad = torch.is_grad_enabled()
-    cpu_rng, python_rng = torch.get_rng_state(), random.getstate()
-    numpy = sys.modules.get("numpy")  # not imported here: an optimizer that uses it has loaded it
-    numpy_rng = numpy.random.get_state() if numpy is not None else None
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     torch_api.reset_compile_state()
-    try:
-        with torch_api.inductor_config(**inductor_options), torch_api.trace_log_kept_local():
-            yield
-    finally:
-        torch_api.reset_compile_state()
-        torch.set_default_dtype(dtype)
-        torch.set_grad_enabled(grad)
-        torch.set_rng_state(cpu_rng)
-        random.setstate(python_rng)
-        if numpy is not None:
-            numpy.random.set_state(numpy_rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
+    with rngs_kept():
+        try:
+            with torch_api.inductor_config(**inductor_options), torch_api.trace_log_kept_local():
+                yield
+        finally:
+            torch_api.reset_compile_state()
+            torch.set_default_dtype(dtype)
+            torch.set_grad_enabled(grad)
 
 
 @contextlib.contextmanager
@@ -70,9 +60,13 @@ def generators_kept(case: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def rngs_kept(optimizer_cls: Any = None) -> Iterator[None]:
-    """torch's and Python's global RNGs, and the optimizer package's own generators, as they were:
-    what loading a spec builds (a model, a probed optimizer) draws nothing from the user's session."""
+    """Every RNG as it was: torch's CPU and CUDA ones, Python's, NumPy's (where NumPy is loaded), and
+    the optimizer package's own generators. Runs reseed them; what loading a spec builds (a model, a
+    probed optimizer) draws nothing from the user's session."""
     cpu_rng, python_rng = torch.get_rng_state(), random.getstate()
+    numpy = sys.modules.get("numpy")  # not imported here: an optimizer that uses it has loaded it
+    numpy_rng = numpy.random.get_state() if numpy is not None else None
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     generators = package_generators(optimizer_cls) if optimizer_cls is not None else {}
     states = {name: g.get_state() for name, g in generators.items()}
     try:
@@ -80,6 +74,10 @@ def rngs_kept(optimizer_cls: Any = None) -> Iterator[None]:
     finally:
         torch.set_rng_state(cpu_rng)
         random.setstate(python_rng)
+        if numpy is not None:
+            numpy.random.set_state(numpy_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
         for name, generator in generators.items():
             generator.set_state(states[name])
 

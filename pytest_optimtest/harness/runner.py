@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 
 from . import torch_api
-from .builder import (ClosureCompiles, compile_step, make_closure, make_optimizer, make_scheduler, model_with_grads,
+from .builder import (ClosureCompiles, compile_step, law_closure, make_closure, make_optimizer, make_scheduler, model_with_grads,
                       require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
 from .containment import PROGRESS
 from ..spec.values import resolve
@@ -365,7 +365,7 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
 
         counted.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
         return counted
-    if requires_closure(cls) or getattr(case, "closure_forms", None) == (True,):  # its signature or its spec says so
+    if law_closure(case, cls)[1]:  # its signature or its spec says it must have one
         fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None and requires_closure(cls) else ""
         raise NotApplicable(f"{case.id}: {cls.__qualname__}.step requires a closure, and this run steps without one{fix}")
     return None
