@@ -6,7 +6,7 @@
     python bench/bench.py --only main     # the main job, cold and warm inductor cache
     python bench/bench.py --only peer     # parity + kernel_count vs PyTorch's recipe (bench/peer.py), cold and warm
     python bench/bench.py --only laws     # the conformance laws of the torch.optim specs vs their parity items
-    python bench/bench.py --only main --against REF --workers 2   # the main job, cold, at REF and here
+    python bench/bench.py --only main --against REF --workers 2 --pairs 3   # the main job, cold, at REF and here
 
 Figures are ratios and wall times on this machine, never assertions: machines are noisy.
 """
@@ -17,6 +17,7 @@ import argparse
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -101,13 +102,20 @@ def bench_main_job(cache_dir: str, workers: int = 1, root: Path = ROOT) -> dict[
     cmd = [sys.executable, "-m", "pytest", "--optim-spec", "specs/", "-q", "-p", "no:cacheprovider", "--ignore", "specs/ecosystem"]
     cmd += ["-n", str(workers) if workers > 1 else "0"]  # -n 0: serial, whatever the ini's addopts say
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir}
-    start = time.perf_counter()
+    start, cpu_before = time.perf_counter(), _children_cpu()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)  # `-m`: root's package first
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
     lines = proc.stdout.strip().splitlines()
     tail = lines[-1] if lines else f"no output (exit {proc.returncode}): {proc.stderr[-500:]}"
     inside = re.search(r"([\d.]+)s inside checks", proc.stdout)
-    return {"wall": wall, "inside": float(inside.group(1)) if inside else float("nan"), "result": tail.strip("= ")}
+    return {"wall": wall, "cpu": cpu, "inside": float(inside.group(1)) if inside else float("nan"), "result": tail.strip("= ")}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children and the descendants they waited
+    for: pytest, its xdist workers, their rank processes and compilers."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def bench_peer(cache_dir: str, fresh_peer_cache: bool) -> dict[str, float | str]:
@@ -138,6 +146,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="main job under pytest-xdist -n N (default serial)")
     parser.add_argument("--against", default=None, metavar="GIT_REF",
                         help="with --only main: also time the main job of GIT_REF, cold, in this run (a git worktree)")
+    parser.add_argument("--pairs", type=int, default=1, help="with --against: this many pairs, their order alternating")
     args = parser.parse_args()
     print(f"# {platform.node()}: {os.cpu_count()} cores, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}", flush=True)
@@ -167,7 +176,7 @@ def main() -> None:
               f"(cold inductor cache) {r['parity']:.1f}s [{r['parity_result']}]; ratio {r['laws'] / r['parity']:.3f}",
               flush=True)
     if args.only == "main" and args.against:
-        bench_against(args.against, args.workers)
+        bench_against(args.against, args.workers, args.pairs)
         return
     if args.only in (None, "main"):
         cache = tempfile.mkdtemp(prefix="inductor-cache-")  # empty: cold; the second run finds it filled: warm
@@ -194,20 +203,30 @@ def bench_laws() -> dict[str, float | str]:
     return out
 
 
-def bench_against(ref: str, workers: int) -> None:
-    """The main job, cold, at `ref` and at this tree, one after the other in this run: the ratio is
-    what a change cost (the machine's speed varies between runs, not within one)."""
+def bench_against(ref: str, workers: int, pairs: int = 1) -> None:
+    """The main job, cold, at `ref` and at this tree, in `pairs` back-to-back pairs, their order
+    alternating (ref first, then this tree first): the ratio is what a change cost. A shared machine's
+    speed drifts within minutes, so each pair's ratio is printed, and with several pairs their median;
+    the CPU seconds of the runs' processes drift less than wall time and are printed beside it."""
     with tempfile.TemporaryDirectory() as tmp:
         other = Path(tmp) / "ref"
         subprocess.run(["git", "worktree", "add", "--detach", str(other), ref], cwd=ROOT, check=True, capture_output=True)
         try:
-            walls = {}
-            for label, root in ((ref, other), ("this tree", ROOT)):
-                r = bench_main_job(tempfile.mkdtemp(prefix="inductor-cache-"), workers, root)
-                walls[label] = float(r["wall"])
-                print(f"main job, cold, {'serial' if workers == 1 else f'-n {workers}'}, {label}: {r['wall'] / 60:.1f} min "
-                      f"[{r['result']}]", flush=True)
-            print(f"ratio this tree / {ref}: {walls['this tree'] / walls[ref]:.3f}", flush=True)
+            ratios: dict[str, list[float]] = {"wall": [], "cpu": []}
+            for pair in range(pairs):
+                runs = ((ref, other), ("this tree", ROOT))
+                measured = {}
+                for label, root in runs if pair % 2 == 0 else runs[::-1]:
+                    r = measured[label] = bench_main_job(tempfile.mkdtemp(prefix="inductor-cache-"), workers, root)
+                    print(f"main job, cold, {'serial' if workers == 1 else f'-n {workers}'}, {label}: {r['wall'] / 60:.1f} min, "
+                          f"CPU {r['cpu']:.0f}s [{r['result']}]", flush=True)
+                for key in ratios:
+                    ratios[key].append(float(measured["this tree"][key]) / float(measured[ref][key]))
+                print(f"pair {pair + 1}: ratio this tree / {ref}: wall {ratios['wall'][-1]:.3f}, CPU {ratios['cpu'][-1]:.3f}",
+                      flush=True)
+            if pairs > 1:
+                print(f"median of {pairs} pairs: wall {statistics.median(ratios['wall']):.3f}, "
+                      f"CPU {statistics.median(ratios['cpu']):.3f}", flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, capture_output=True)
 

@@ -22,7 +22,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import one_line
-from .harness.builder import zero_grads
+from .harness.builder import step_on_grads, zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -74,11 +74,12 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
                   ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
     every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
     stored -= {flag for flag, _, kwargs, _ in flag_cases if kwargs is None}  # no law or property over a refused flag
-    shapes, shape_notes = _shape_claims(probe, form, every_case, dtype)
+    closure_line = _closure_line(probe, form, factory, base, dtype)
+    needs_closure = closure_line.startswith("closure: [true]")
+    shapes, shape_notes = _shape_claims(probe, form, every_case, dtype, needs_closure)
     draws = _draws_random(probe, form, base, dtype, factory)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
-    zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype) if has_lr else None
-    closure_line = _closure_line(probe, form, factory, base, dtype)
+    zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype, needs_closure) if has_lr else None
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
     tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory) if has_lr else None
     lines = [
@@ -118,7 +119,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         *(["schedulers:", "  StepLR: {step_size: 1, gamma: 0.5}", "  CosineAnnealingLR: {T_max: 10}"] if schedules else
           [f"# no schedulers: torch's LR schedulers take a torch.optim.Optimizer, and {cls.__name__} is not one"] if has_lr else []),
         closure_line,
-        *_grad_mode_lines(probe, form, factory, base, dtype, closure_line.startswith("closure: [true]")),
+        *_grad_mode_lines(probe, form, factory, base, dtype, needs_closure),
         *(["fallback_random: true  # its step draws from torch's RNG: compiled with inductor's fallback_random, the draws "
            "match eager's (per-param regimes, in-backward, ZeRO, FSDP, still draw in another order)"] if draws else []),
         "devices: [cpu, cuda]",
@@ -626,7 +627,8 @@ def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factor
     return not torch.equal(state, torch.get_rng_state())
 
 
-def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dtype) -> tuple[dict[str, Any], list[str]]:
+def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dtype,
+                  needs_closure: bool) -> tuple[dict[str, Any], list[str]]:
     """(fuzz settings, notes): the param shapes the step refuses under any case's kwargs, so that fuzz
     draws only shapes the optimizer claims. Each shape is probed alone and beside a matrix, as fuzz
     draws them: a step may take a 0-d param alone and refuse it among others (one that stacks its
@@ -642,7 +644,7 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
                                   ((3, 0), "allow_empty", False)):
         if setting in settings:
             continue  # min_dims 2 already leaves 0-d params out; one empty shape refused is enough
-        refusal = _first_refusal(cls, form, every_case, shape, dtype)
+        refusal = _first_refusal(cls, form, every_case, shape, dtype, needs_closure)
         if refusal is not None:
             settings[setting] = value
             notes.append(f"fuzz draws no param of shape {shape} ({setting}: {str(value).lower()}): its step refused "
@@ -650,15 +652,16 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
     return settings, notes
 
 
-def _first_refusal(cls: type, form: Any, every_case: list[dict], shape: tuple[int, ...], dtype: torch.dtype) -> str | None:
+def _first_refusal(cls: type, form: Any, every_case: list[dict], shape: tuple[int, ...], dtype: torch.dtype,
+                   needs_closure: bool) -> str | None:
     """How and under which kwargs a step first refused a param of `shape`, alone or beside a matrix.
     Kwargs under which a matrix alone is refused say nothing about shapes (a flag that needs a
     closure): they are passed over."""
     for kwargs in every_case:
-        if _refusal(cls, form, kwargs, [(4, 3)], dtype) is not None:
+        if _refusal(cls, form, kwargs, [(4, 3)], dtype, needs_closure) is not None:
             continue
         for how, shapes in (("alone", [shape]), ("beside a matrix", [(4, 3), shape])):
-            refused = _refusal(cls, form, kwargs, shapes, dtype)
+            refused = _refusal(cls, form, kwargs, shapes, dtype, needs_closure)
             if refused is not None:
                 return f"{how}{_with(kwargs, every_case[0])}: {refused}"
     return None
@@ -669,19 +672,17 @@ def _with(kwargs: dict, base: dict) -> str:
     return f" with {', '.join(f'{k}={v!r}' for k, v in extra.items())}" if extra else ""
 
 
-def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> str | None:
+def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype,
+                     needs_closure: bool) -> str | None:
     """Why the zero_lr property cannot hold (a step at lr 0 raises, or moves params: lr is not a step
     size there, or a decay ignores it), or None."""
-    refused = _refusal(cls, form, {**base, "lr": 0.0}, shapes, dtype)
+    refused = _refusal(cls, form, {**base, "lr": 0.0}, shapes, dtype, needs_closure)
     if refused is not None:
         return f"raised {refused}"
-    torch.manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(shape, dtype=dtype)) for shape in shapes]
+    params = _loose_params(shapes, dtype)
     before = [p.detach().clone() for p in params]
-    for param in params:
-        param.grad = torch.randn_like(param)
     try:
-        construct(cls, form, params, {**base, "lr": 0.0}, "cpu").step()
+        step_on_grads(construct(cls, form, params, {**base, "lr": 0.0}, "cpu"), params, needs_closure)
     except Exception as exc:  # noqa: BLE001  # as the refusal probe's, on a second try
         return f"raised {one_line(exc)}"
     if any(not torch.equal(b, p.detach()) for b, p in zip(before, params)):
@@ -689,17 +690,24 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
     return None
 
 
-def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> str | None:
+def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype,
+             needs_closure: bool) -> str | None:
     """What one step over loose params of these shapes raised, or None."""
+    params = _loose_params(shapes, dtype)
+    try:
+        step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure)
+    except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
+        return one_line(exc)
+    return None
+
+
+def _loose_params(shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> list[torch.nn.Parameter]:
+    """Seeded params of these shapes, each holding a seeded grad."""
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(shape, dtype=dtype)) for shape in shapes]
     for param in params:
         param.grad = torch.randn_like(param)
-    try:
-        construct(cls, form, params, kwargs, "cpu").step()
-    except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
-        return one_line(exc)
-    return None
+    return params
 
 
 def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], empty: bool = True,

@@ -314,6 +314,17 @@ class ClosureAssertingSGD(PlainSGD):
         return loss
 
 
+class ClosureOnlyEmptyRefusingSGD(ClosureAssertingSGD):
+    """QQN's shape in full: it asserts a closure, and its step raises on a 0-element param."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.numel() == 0:
+                    raise ValueError("ClosureOnlyEmptyRefusingSGD cannot normalise an empty param")
+                p.add_(p.grad, alpha=-group["lr"])
+
+
 class SparseOnlySGD(PlainSGD):
     """SparseAdam's shape: its step refuses dense grads and steps sparse ones."""
 

@@ -209,6 +209,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:RequiredMomentumSGD", ["momentum: 0.9}", "# momentum: 0.9: init's guesses for what the constructor requires"], []),
     ("planted_run_model:ClosureAssertingSGD", ["closure: [true]  # its step raises without a closure (AssertionError: "
                                                "ClosureAssertingSGD.step requires a closure)"], ["fill in `params`"]),
+    ("planted_run_model:ClosureOnlyEmptyRefusingSGD", ["allow_empty: false}", "# fuzz draws no param of shape (0, 3) "
+                                                       "(allow_empty: false): its step refused one alone: ValueError"], []),
     ("planted:PlainSGD", ["closure: [false, true]"], []),
     ("planted_run_model:ClosureRefusingSGD", ["closure: [false]  # its step raises given a closure (AssertionError: "
                                               "Closure is not supported)"], []),

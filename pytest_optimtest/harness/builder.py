@@ -132,10 +132,16 @@ def law_closure(case: Any, optimizer_cls: type) -> tuple[bool, bool]:
 
 
 def step_on_set_grads(case: Any, optimizer: Any, params: Iterable[torch.Tensor]) -> None:
-    """`optimizer.step()` on the grads `params` hold now. A step that must have a closure (its
-    signature, or the spec's `closure: [true]`) gets one that sets those same grads again and returns
-    the linear loss they are the gradient of, so that what steps preset grads applies to it too."""
-    if not law_closure(case, type(optimizer))[1]:
+    """`optimizer.step()` on the grads `params` hold now, with a closure where the step must have one
+    (its signature, or the spec's `closure: [true]`): see `step_on_grads`."""
+    step_on_grads(optimizer, params, law_closure(case, type(optimizer))[1])
+
+
+def step_on_grads(optimizer: Any, params: Iterable[torch.Tensor], with_closure: bool) -> None:
+    """`optimizer.step()` on the grads `params` hold now; `with_closure`: given a closure that sets those
+    same grads again and returns the linear loss they are the gradient of, so that what steps preset
+    grads applies to a step that must have a closure too."""
+    if not with_closure:
         optimizer.step()
         return
     held = [(p, None if p.grad is None else p.grad.detach().clone()) for p in params]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -24,14 +25,26 @@ def unavailable_reason(device: str) -> str | None:
 
 
 def seed_all(seed: int, case: Any = None) -> None:
-    """torch's RNG (CUDA's and MPS's too) and, given the case, its optimizer package's own generators."""
+    """torch's RNG (every accelerator's too, where there is one) and, given the case, its optimizer
+    package's own generators."""
     import torch
 
-    torch.manual_seed(seed)
+    if accelerator_present():
+        torch.manual_seed(seed)
+    else:  # torch.manual_seed would queue a lazy seed for CUDA, XPU and MTIA, each capturing the caller's
+        torch.default_generator.manual_seed(seed)  # stack: milliseconds a call, and runs seed every step
     if getattr(case, "optimizer", None):
         from ..spec.values import resolve  # the case's optimizer has been imported by whoever built it
 
         seed_package_generators(resolve(case.optimizer), seed)
+
+
+@functools.cache
+def accelerator_present() -> bool:
+    """Whether this process has an accelerator whose RNG torch.manual_seed seeds (none appears later)."""
+    import torch
+
+    return torch.accelerator.is_available() if hasattr(torch, "accelerator") else torch.cuda.is_available()
 
 
 def package_generators(optimizer_cls: Any) -> dict[str, Any]:
