@@ -57,11 +57,16 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     has_lr = has_lr and lr_refusal is None
     name = cls.__name__.lower()
     instances, instance_lines, instance_notes = _required_instances(cls)
+    wraps = _wrapped_base(cls, {"lr": lr} if has_lr else {})
+    if wraps is not None:  # a wrapper over an optimizer instance (Lookahead, Magma): its base carries the params
+        argument, wrapped, shown_value = wraps
+        instances, instance_lines, instance_notes = {argument: wrapped, **instances}, {argument: shown_value, **instance_lines}, [
+            f"{argument}: torch.optim.SGD over the params (init's guess for the optimizer it wraps): put yours", *instance_notes]
     probed: Any = functools.partial(cls, **instances) if instances else cls
     fills, fill_notes = _required_fills(probed, {"lr": lr} if has_lr else {})
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
-    form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {})
+    form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {}, wraps[0] if wraps else None)
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
     lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
@@ -206,6 +211,21 @@ def _required_instances(cls: type) -> tuple[dict[str, Any], dict[str, str], list
     return instances, shown, notes
 
 
+def _wrapped_base(cls: type, kwargs: dict) -> tuple[str, BaseOptimizer, str] | None:
+    """(argument, base optimizer, spec value) where the constructor's first argument is the optimizer it
+    wraps, an instance over the params (Lookahead's `base_optimizer`, Magma's `optimizer: Optimizer`):
+    its name or annotation says so, and given SGD over the params it constructs and steps. Else None."""
+    first = next(iter(inspect.signature(cls).parameters.values()), None)
+    annotated = inspect.isclass(first.annotation) and issubclass(first.annotation, torch.optim.Optimizer) if first else False
+    if first is None or first.default is not first.empty or not (annotated or "optim" in first.name.lower()):
+        return None
+    base = BaseOptimizer("torch.optim.SGD", {"lr": BASE_LR})
+    wrapper: Any = functools.partial(cls, **{first.name: base})
+    if _stepped(wrapper, "wrapped", kwargs, two_linear, steps=1)[1] is not None:
+        return None
+    return first.name, base, f'{{optimizer: "torch.optim.SGD", kwargs: {{lr: {BASE_LR}}}}}'
+
+
 def _lr_refusal(cls: type, lr: float) -> str | None:
     """Why the constructor refuses an lr that it takes (HF's Adafactor: lr=None unless relative_step is
     off), where it constructs without one; else None."""
@@ -268,11 +288,13 @@ def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any) -> 
     return _stepped(cls, form, {**base, **kwargs}, factory, steps=1)[1]
 
 
-def _params_form(cls: type, kwargs: dict) -> tuple[Any, Any, list[str]]:
+def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any, Any, list[str]]:
     """(params form, model factory, spec lines): how the constructor takes its params (a list, named
-    params or the model), and a model without 1-D params when the constructor or one step over the
-    default model raises and over that one does not (Muon-style optimizers). What init cannot find out
-    is left to fill in."""
+    params, the model, or through the optimizer it wraps), and a model without 1-D params when the
+    constructor or one step over the default model raises and over that one does not (Muon-style
+    optimizers). What init cannot find out is left to fill in."""
+    if wraps is not None:
+        return "wrapped", two_linear, [f"params: wrapped  # it wraps an optimizer instance, `{wraps}`, built over the params"]
     required = [n for n, p in inspect.signature(cls).parameters.items()
                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
                 and n not in kwargs]  # a required lr is given

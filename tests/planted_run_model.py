@@ -667,3 +667,69 @@ class NoneGradAssertingSGD(PlainSGD):
             for p in group["params"]:
                 assert p.grad is not None, "every param needs a grad"
                 p.add_(p.grad, alpha=-group["lr"])
+
+
+class LookaheadWrapper(torch.optim.Optimizer):
+    """Lookahead's shape (timm's, eve's): built over an optimizer instance, not params; it shares the
+    base's param groups and every `k` steps pulls the params back towards slow copies. Correct."""
+
+    def __init__(self, base_optimizer, alpha=0.5, k=2):
+        super().__init__(base_optimizer.param_groups, {"lookahead_alpha": alpha, "lookahead_k": k})  # timm's, as of 2021
+        self.base_optimizer = base_optimizer
+        self.param_groups = base_optimizer.param_groups  # shared: a scheduler's lr reaches the base
+        for group in self.param_groups:
+            group.setdefault("lookahead_alpha", alpha)
+            group.setdefault("lookahead_k", k)
+            group.setdefault("lookahead_step", 0)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self.base_optimizer.step(closure)
+        for group in self.param_groups:
+            group["lookahead_step"] += 1
+            if group["lookahead_step"] % group["lookahead_k"]:
+                continue
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                slow = self.state[p].setdefault("slow_buffer", p.detach().clone())
+                slow.add_(p - slow, alpha=group["lookahead_alpha"])
+                p.copy_(slow)
+        return loss
+
+
+class MaskingWrapper:
+    """Magma's shape: no torch.optim.Optimizer, its first argument the optimizer it wraps (annotated so);
+    it halves every other step's update of its base, keeping its own per-param counter. Correct."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, keep: float = 0.5):
+        self.optimizer, self.keep = optimizer, keep
+        self.steps = 0
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        before = [p.detach().clone() for g in self.param_groups for p in g["params"]]
+        loss = self.optimizer.step(closure)
+        self.steps += 1
+        if self.steps % 2 == 0:
+            for p, old in zip((p for g in self.param_groups for p in g["params"]), before):
+                p.copy_(old + (p - old) * self.keep)
+        return loss
+
+    def state_dict(self):
+        return {"base": self.optimizer.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state_dict):
+        self.optimizer.load_state_dict(state_dict["base"])
+        self.steps = state_dict["steps"]

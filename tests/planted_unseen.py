@@ -3,6 +3,7 @@ hold on optimizers nobody here has seen). Each is correct, or wrong in one named
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 
@@ -353,3 +354,55 @@ class UnsavedCounterSGD(PlainSGD):
         super()._update()
         torch._dynamo.graph_break()
         self.global_step += 1
+
+
+ShapeRecord = collections.namedtuple("ShapeRecord", ["rows", "scale"])
+
+
+class ShapeKeepingSGD(PlainSGD):
+    """Correct SGD whose state keeps its param's shape (a torch.Size, as QUTEN's does) and a namedtuple."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = self.state[p]
+                    state["shape"] = p.shape
+                    state["record"] = ShapeRecord(p.shape[0], torch.ones(()))
+                    p.add_(p.grad, alpha=-group["lr"])
+
+
+
+class GlobalNormSGD(PlainSGD):
+    """Correct by design, and coupled: every update is divided by the norm of all its params' grads
+    (FANoS's temperature, NCG's line search, PILOT's statistics are as global): a param's step
+    depends on the others."""
+
+    def _update(self) -> None:
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        norm = torch.stack([g.norm() for g in grads]).norm() + 1e-8 if grads else 1.0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad / norm, alpha=-group["lr"])
+
+
+class FlagInStateSGD(PlainSGD):
+    """DoG's state_dict: correct steps, and a flag of its own saved under 'state' beside the params' entries."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self._first_step = True
+
+    def _update(self) -> None:
+        super()._update()
+        self._first_step = False
+
+    def state_dict(self):
+        state_dict = super().state_dict()
+        state_dict["state"]["_first_step"] = self._first_step
+        return state_dict
+
+    def load_state_dict(self, state_dict):
+        self._first_step = state_dict["state"].pop("_first_step")
+        super().load_state_dict(state_dict)

@@ -211,6 +211,11 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                                "ClosureAssertingSGD.step requires a closure)"], ["fill in `params`"]),
     ("planted_run_model:ClosureOnlyEmptyRefusingSGD", ["allow_empty: false}", "# fuzz draws no param of shape (0, 3) "
                                                        "(allow_empty: false): its step refused one alone: ValueError"], []),
+    ("planted_run_model:LookaheadWrapper", ["params: wrapped  # it wraps an optimizer instance, `base_optimizer`",
+                                            'kwargs: {base_optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}}'],
+     ["fill in `params`"]),
+    ("planted_run_model:MaskingWrapper", ["params: wrapped", 'optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}'],
+     ["fill in `params`"]),
     ("planted:PlainSGD", ["closure: [false, true]"], []),
     ("planted_run_model:ClosureRefusingSGD", ["closure: [false]  # its step raises given a closure (AssertionError: "
                                               "Closure is not supported)"], []),
@@ -274,6 +279,33 @@ def test_init_probes_instead_of_guessing_and_every_spec_it_writes_loads(tmp_path
         assert line in text, text
     for line in absent:
         assert line not in text, text
+
+
+@pytest.mark.parametrize("wrapper", ["LookaheadWrapper", "MaskingWrapper"])
+def test_a_wrapper_over_an_optimizer_instance_is_specified_by_init_and_runs_green(pytester, wrapper):
+    """Lookahead and Magma take the optimizer they wrap, not params: `params: wrapped` builds their base
+    over the params in every construction (in backward's per-param ones and ZeRO's shards included)."""
+    for module in ("planted.py", "planted_run_model.py"):
+        shutil.copy(TESTS / module, pytester.path / module)
+    init = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", f"planted_run_model:{wrapper}", "-o", "w.yaml")
+    assert init.ret == 0, init.stderr.str()
+    result = pytester.runpytest_subprocess("--optim-spec", "w.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
+                                           "default and (parity or graph_breaks or in_backward or law_descent or law_untouched) "
+                                           "and not two_optimizers")  # Lookahead counts steps: torch's double step, said
+    outcomes = result.parseoutcomes()
+    # graph_breaks: the base's torch.optim step is compiled raw, as the optimizer's own is (TopoAdamW's red)
+    assert outcomes.get("passed", 0) >= 6 and not outcomes.get("failed") and not outcomes.get("error"), result.stdout.str()
+    # both count their steps, so torch's double step in backward is their one red there, said (MaskingWrapper has no step hooks)
+    double = pytester.runpytest_subprocess("--optim-spec", "w.yaml", "-n", "0", "-p", "no:randomly", "-k", "default and two_optimizers")
+    double.assert_outcomes(failed=1)
+    assert "step() ran 2 times in one backward" in double.stdout.str() and "an error inside pytest-optimtest" not in double.stdout.str()
+
+
+def test_params_wrapped_without_a_base_optimizer_to_carry_them_is_a_spec_error(pytester):
+    pytester.makepyfile(planted=(TESTS / "planted.py").read_text(), planted_run_model=(TESTS / "planted_run_model.py").read_text())
+    pytester.makefile(".yaml", w="optimizer: planted_run_model:LookaheadWrapper\nparams: wrapped\nkwargs: {k: 2}\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "w.yaml", "-n", "0")
+    result.stdout.fnmatch_lines(["*w.yaml:*`params: wrapped` gives LookaheadWrapper no params of its own, and no kwarg is the base optimizer*"])
 
 
 def test_parity_is_the_one_red_of_a_compiled_only_difference_in_whatever_order_the_items_run(pytester):

@@ -41,6 +41,12 @@ SPECS = {
     "tinycount": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 1.0e-7}\nchecks: [parity, none_grads]\n",
     "initgroup": "optimizer: planted_unseen:InitGroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
+    "shapekeeping": "optimizer: planted_unseen:ShapeKeepingSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
+                    "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
+    "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss]\n"
+                      "laws: {descent: true}\n",
+    "coupled": "optimizer: planted_unseen:GlobalNormSGD\nkwargs: {lr: 0.1}\nchecks: [law_late_joiners, zero]\n",
+    "flaginstate": "optimizer: planted_unseen:FlagInStateSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
@@ -89,6 +95,31 @@ def test_equal_infinities_and_param_keyed_containers_compare_equal(session):
     out, _ = session
     assert _outcome(out, "specs/inf.yaml::infattributesgd-default-cpu::parity") == "PASSED"
     assert _outcome(out, "specs/keyed.yaml::paramkeyedgroupsgd-default-cpu::parity") == "PASSED"
+
+
+def test_a_state_that_keeps_shapes_and_namedtuples_is_compared_by_the_equivalence_law(session):
+    out, _ = session  # QUTEN keeps p.shape in its state: the law rebuilt the tuple with tensors in it and raised
+    assert _outcome(out, "specs/shapekeeping.yaml::shapekeepingsgd-default-cpu::law_equivalent") == "PASSED"
+
+
+def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent_too(session):
+    out, _ = session  # Ranger and RangerVA comment their closure call out: descent's closure steps then moved nothing
+    assert _outcome(out, "specs/ignoresclosure.yaml::ignoresclosuresgd-default-cpu::law_closure_loss") == "FAILED"
+    assert _outcome(out, "specs/ignoresclosure.yaml::ignoresclosuresgd-default-cpu::law_descent") == "PASSED"
+
+
+def test_an_optimizer_that_couples_params_is_not_held_to_laws_that_step_them_apart_and_zero_says_why(session):
+    out, _ = session  # FANoSChain, NCG, PILOT, QUTEN, PSD: five packages' late_joiners reds were this premise
+    assert _outcome(out, "specs/coupled.yaml::globalnormsgd-default-cpu::law_late_joiners") == "SKIPPED"
+    assert re.search(r"law late_joiners does not apply: its update couples params: after 2 steps", out)
+    assert _outcome(out, "specs/coupled.yaml::globalnormsgd-default-cpu::zero") == "FAILED"
+    assert "ZeroRedundancyOptimizer gives each rank's optimizer its shard of the params alone" in out
+
+
+def test_a_state_dict_entry_that_is_no_params_is_the_optimizers_doing_when_dcp_cannot_save_it(session):
+    out, _ = session  # DoG and LDoG: DCP's KeyError on '_first_step' read "torch's doing"
+    assert _outcome(out, "specs/flaginstate.yaml::flaginstatesgd-default-cpu::checkpoint") == "FAILED"
+    assert "FlagInStateSGD.state_dict() keeps '_first_step' under 'state'" in out and "the optimizer's doing" in out
 
 
 def test_a_step_without_a_closure_parameter_is_not_applicable_to_closure_cases(session):

@@ -24,6 +24,7 @@ from .isolation import isolated_case
 from .param_forms import binding_base_optimizers, constructor_params
 from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, zero_grads
 from .ranks import RankJob, RankPools, run_ranks
+from .snapshot import rebuilt
 
 
 @dataclass
@@ -174,7 +175,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
         kwargs = build_kwargs(case.kwargs, case.device)
         try:
             opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
-                params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs), **kwargs)
+                params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params), **kwargs)
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
             found = blame(exc)
             raise ZeroRefused(f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)") from exc
@@ -210,5 +211,5 @@ def _cpu(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _cpu(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_cpu(v) for v in value)
+        return rebuilt(value, (_cpu(v) for v in value))
     return value

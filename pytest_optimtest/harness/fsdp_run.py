@@ -31,7 +31,7 @@ from .distributed_run import unavailable_reason as ranks_unavailable  # the same
 from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
-from .snapshot import SIMPLE, frozen_tensor, snapshot
+from .snapshot import SIMPLE, frozen_tensor, rebuilt, snapshot
 
 
 @dataclass
@@ -179,7 +179,7 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
         try:
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
         except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
-            trained.save_error = _described(exc)
+            trained.save_error = _unkeyed_state(optimizer, exc) or _described(exc)
             return trained
         trained.after_save = _trained(model, optimizer, scheduler)  # DCP steps an optimizer whose state is empty
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
@@ -255,7 +255,7 @@ def _portable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _portable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_portable(v) for v in value)
+        return rebuilt(value, (_portable(v) for v in value))
     if isinstance(value, SIMPLE):
         return value
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
@@ -268,6 +268,21 @@ def _guarded(run: Callable[[], Trained]) -> Trained:
         return run()
     except torch_api.checkpoint_errors() as exc:  # the optimizer's (or torch's) failure on sharded params is the verdict
         return Trained(error=_described(exc))
+
+
+def _unkeyed_state(optimizer: Any, exc: BaseException) -> str | None:
+    """Why DCP's save raised `exc` where it raised over an entry the optimizer's state_dict keeps under
+    'state' that is no param's (DoG's '_first_step'): torch.optim keeps one entry a param, keyed by its
+    index, and DCP maps those keys to param names. None where the error is not about such a key."""
+    try:
+        keys = [key for key in optimizer.state_dict()["state"] if not isinstance(key, int)]
+    except Exception:  # noqa: BLE001  # a state_dict of another layout: DCP's own error says it
+        return None
+    if not any(repr(key) in str(exc) for key in keys):
+        return None
+    return (f"{type(exc).__name__}: {exc}: {type(optimizer).__name__}.state_dict() keeps {', '.join(map(repr, keys))} under 'state', where torch.optim "
+            "keeps one entry per param, keyed by its index; torch.distributed.checkpoint maps those keys to param names and "
+            "raises on these (KeyError): the optimizer's doing (keep such values in a param group, or in each param's state)")
 
 
 def _described(exc: BaseException) -> str:

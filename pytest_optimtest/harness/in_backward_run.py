@@ -21,7 +21,7 @@ from .devices import seed_all
 from .isolation import generators_kept, isolated
 from ..models import IN_FEATURES
 from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
-from .param_forms import binding_base_optimizers, form_name, instantiate
+from .param_forms import binding_base_optimizers, construct_over, form_name
 
 SECTION_KEY = "in_backward"
 
@@ -69,7 +69,7 @@ def require_param_list(case: Case) -> None:
     if case.grad_mode == "enabled":
         raise CannotApply("the spec declares `grad_mode: enabled` (a step that runs autograd itself), and "
                           "_apply_optimizer_in_backward steps it inside autograd's backward, where grad is off")
-    if case.params != "list":
+    if case.params not in ("list", "wrapped"):
         raise CannotApply(f"the optimizer takes its params as {form_name(case.params)} (the spec's `params`), and "
                           "_apply_optimizer_in_backward builds one optimizer per param from a list of that param alone")
 
@@ -165,12 +165,12 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
             ref_opts: dict[int, list] = {id(p): [] for params, _ in ref_groups for p in params}
             for params, kwargs in ref_groups:
                 for p in params:
-                    ref_opts[id(p)].append(instantiate(optimizer_cls, ([p],), {}, kwargs))
+                    ref_opts[id(p)].append(construct_over(optimizer_cls, case.params, [p], kwargs))
             order = hook_order(reference)
         else:
-            optimizers = [instantiate(optimizer_cls, (params,), {}, kwargs) for params, kwargs in ref_groups]
+            optimizers = [construct_over(optimizer_cls, case.params, params, kwargs) for params, kwargs in ref_groups]
         for params, kwargs in [g for _ in range(copies) for g in groups_of(in_backward, case)]:
-            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), params, kwargs)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), params, kwargs)
 
         features = getattr(model_factory(case), "in_features", IN_FEATURES)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features, dtype=param_dtype(case))
@@ -240,16 +240,22 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
     with isolated(), generators_kept(case):
         model = make_model(case, tied=False)
         for params, kwargs in [g for _ in range(2) for g in groups_of(model, case)]:
-            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), params, kwargs)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), params, kwargs)
         calls: dict[int, int] = {}
         without_grad = [False]
 
-        def count(opt: torch.optim.Optimizer, *_: Any) -> None:
-            calls[id(opt)] = calls.get(id(opt), 0) + 1
-            without_grad[0] = without_grad[0] or all(p.grad is None for g in opt.param_groups for p in g["params"])
+        def counting(opt: Any) -> Any:  # the instance's own step, counted: any optimizer, step hooks or not
+            step = opt.step
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                calls[id(opt)] = calls.get(id(opt), 0) + 1
+                without_grad[0] = without_grad[0] or all(p.grad is None for g in opt.param_groups for p in g["params"])
+                return step(*args, **kwargs)
+
+            return counted
 
         for opt in torch_api.in_backward_optimizers(model):
-            opt.register_step_pre_hook(count)
+            opt.step = counting(opt)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case),
                                     features=getattr(model_factory(case), "in_features", IN_FEATURES))
         try:
@@ -277,7 +283,7 @@ def run_without_hook(case: Case) -> NoHookRun:
         initial, hooked, unhooked, stepped = deepcopy(model), deepcopy(model), deepcopy(model), deepcopy(model)
         for m, hooks in ((hooked, True), (unhooked, False)):
             kwargs = build_kwargs(case.kwargs, case.device)
-            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs), list(m.parameters()), kwargs,
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), list(m.parameters()), kwargs,
                                                   register_hook=hooks)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
         for m in (hooked, unhooked):

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ..spec.values import build_kwargs, resolve
+from .compare import value_differences
 from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup, zero_grads
 from .devices import seed_all
 from .isolation import isolated_case
@@ -246,9 +247,29 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
         for step in range(steps):
             seed_all(case.seed + 1 + step, case)
             losses.append(measured())
-            if not with_closure:
-                closure()
+            closure()  # grads before the step too: one that never calls its closure is closure_loss's red, not descent's
             with step_grad_mode(case):  # the closure enables grad for itself, as the harness's closures do
                 optimizer.step(closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
         losses.append(measured())
     return losses, with_closure
+
+
+def coupling(case: Any, min_ndim: int, tol: Any) -> str | None:
+    """How one param's update depends on the other params the optimizer steps (a global norm, a line
+    search or a temperature shared by all), or None where it steps as it would alone: two eager steps
+    over every law param against two over the first alone, the same grads (run on a red only: the
+    premise of laws and regimes that step params apart, late joiners and ZeRO's shards)."""
+    with isolated_case(case):
+        params = law_params(case, min_ndim, empty=False)
+        grads = law_grads(case, 2, params, scheduled=False)
+        first = next(iter(params))
+        try:
+            together = law_trajectory(case, params, grads).final[first]
+            alone = law_trajectory(case, params, grads, start=[first]).final[first]
+        except Exception:  # noqa: BLE001  # a step that refuses one of the runs: no answer either way
+            return None
+    differences = value_differences("param", {first: alone}, {first: together}, tol, ("alone", "beside the others"))
+    if not differences:
+        return None
+    return (f"its update couples params: after 2 steps on the same grads, param '{first}' stepped alone differs from it "
+            f"stepped beside the others ({differences[0]}): a norm, line search or statistic taken over all its params")

@@ -1,5 +1,6 @@
 """What the optimizer's constructor is given as its params: the spec's `params` form (a list,
-named params, the model itself, or param groups) applied to a model or to loose params."""
+named params, the model itself, param groups, or none of its own where it wraps a base optimizer
+built over them) applied to a model or to loose params."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ def named_params(source: torch.nn.Module | Iterable[Any]) -> list[tuple[str, tor
 
 def constructor_params(form: Any, source: torch.nn.Module | Iterable[Any], device: str) -> Any:
     """The params argument of the optimizer's constructor for the spec's `params` form (for forms
-    that pass them as one argument; see constructor_arguments for the general case)."""
+    that pass them as one argument; see constructor_arguments for the general case). A wrapper's are
+    its base optimizer's: the plain list."""
+    if form == "wrapped":
+        return [p for _, p in named_params(source)]
     args, keywords = constructor_arguments(form, source, device)
     if keywords:
         raise NotApplicable(f"the optimizer takes its params in several arguments ({', '.join(keywords)}), and "
@@ -33,7 +37,10 @@ def constructor_params(form: Any, source: torch.nn.Module | Iterable[Any], devic
 
 def constructor_arguments(form: Any, source: torch.nn.Module | Iterable[Any], device: str) -> tuple[tuple, dict[str, Any]]:
     """(positional, keyword) arguments that give the optimizer's constructor its params in the
-    spec's `params` form: a list, named params, the model, param groups, or groups by argument."""
+    spec's `params` form: a list, named params, the model, param groups, or groups by argument; none
+    where it wraps an optimizer (`wrapped`: the base optimizer in its kwargs is built over them)."""
+    if form == "wrapped":
+        return (), {}
     if form == "model":
         if not isinstance(source, torch.nn.Module):
             raise NotApplicable("the optimizer takes the model itself (params: model), and this check steps loose "
@@ -62,27 +69,36 @@ def construct(optimizer_cls: Any, form: Any, source: torch.nn.Module | Iterable[
               device: str) -> Any:
     """`optimizer_cls` given `source`'s params in the `params` form, and built `kwargs`."""
     args, params = constructor_arguments(form, source, device)
-    return instantiate(optimizer_cls, args, params, kwargs)
+    return instantiate(optimizer_cls, args, params, kwargs, [p for _, p in named_params(source)] if form == "wrapped" else None)
 
 
-def instantiate(optimizer_cls: Any, args: tuple, params: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+def construct_over(optimizer_cls: Any, form: Any, params: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`optimizer_cls` over a plain list of params (one optimizer per param, in backward), in the list
+    form or, for a wrapper, through its base optimizer."""
+    wrapped = form == "wrapped"
+    return instantiate(optimizer_cls, () if wrapped else (params,), {}, kwargs, params if wrapped else None)
+
+
+def instantiate(optimizer_cls: Any, args: tuple, params: dict[str, Any], kwargs: dict[str, Any],
+                over: list[torch.Tensor] | None = None) -> Any:
     """`optimizer_cls(*args, **params, **kwargs)`, where `args` and `params` hold its params, and a
-    kwarg that is a base optimizer (`{optimizer: ...}`) is built over those same params."""
+    kwarg that is a base optimizer (`{optimizer: ...}`) is built over those same params (over `over`,
+    where the constructor takes none of its own)."""
     if isinstance(optimizer_cls, functools.partial) and any(isinstance(v, BaseOptimizer) for v in optimizer_cls.keywords.values()):
         kwargs = {**optimizer_cls.keywords, **kwargs}  # init's probes give required arguments by partial
         args, optimizer_cls = (*optimizer_cls.args, *args), optimizer_cls.func
     if any(isinstance(v, BaseOptimizer) for v in kwargs.values()):
-        kwargs = bind_base_optimizers(kwargs, _tensors_in([*args, *params.values()]))
+        kwargs = bind_base_optimizers(kwargs, _tensors_in([*args, *params.values()]) if over is None else over)
     return optimizer_cls(*args, **params, **kwargs)
 
 
-def binding_base_optimizers(optimizer_cls: Any, kwargs: dict[str, Any]) -> Any:
+def binding_base_optimizers(optimizer_cls: Any, kwargs: dict[str, Any], form: Any = "list") -> Any:
     """What to hand a constructor of torch's that builds the optimizer itself as `cls(params, **kwargs)`
     (`_apply_optimizer_in_backward`, ZeroRedundancyOptimizer): the class, or where `kwargs` hold a base
     optimizer, a function that builds it over the params given."""
     if not any(isinstance(v, BaseOptimizer) for v in kwargs.values()):
         return optimizer_cls
-    return functools.partial(lambda cls, params, **given: instantiate(cls, (params,), {}, given), optimizer_cls)
+    return functools.partial(lambda cls, params, **given: construct_over(cls, form, list(params), given), optimizer_cls)
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
@@ -103,6 +119,8 @@ def _tensors_in(value: Any) -> list[torch.Tensor]:
 
 def form_name(form: Any) -> str:
     """The form in words, for messages."""
+    if form == "wrapped":
+        return "none of its own (wrapped: through the base optimizer in its kwargs)"
     if isinstance(form, str):
         return form
     return "groups [" + "; ".join(describe(g) for g in form) + "]"

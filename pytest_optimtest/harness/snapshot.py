@@ -13,6 +13,11 @@ from . import torch_api
 SIMPLE = (bool, int, float, str, type(None))
 
 
+def rebuilt(value: list | tuple, items: Any) -> Any:
+    """A sequence of `value`'s type holding `items`: a namedtuple (state QUTEN keeps) takes them one by one."""
+    return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+
+
 def freeze(value: Any, names: dict[int, str] | None = None, depth: int = 0) -> Any:
     """A detached copy of tensors and NumPy arrays (also inside lists, tuples and dicts); an object
     with a state_dict (an optimizer inside the optimizer's state) as its state_dict, a generator as
@@ -26,7 +31,7 @@ def freeze(value: Any, names: dict[int, str] | None = None, depth: int = 0) -> A
         name = (names or {}).get(id(value)) if depth else None  # a param an object refers to: compared as a param
         return f"<param {name}>" if name is not None else frozen_tensor(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(freeze(v, names, depth) for v in value)
+        return rebuilt(value, (freeze(v, names, depth) for v in value))
     if isinstance(value, dict):
         return {_key(k, i, names): freeze(v, names, depth) for i, (k, v) in enumerate(value.items())}
     if stateful(value):  # copied as it is now: the live object moves on with later steps

@@ -289,16 +289,20 @@ def _without_torch_optim_wrappers(step: Callable[..., Any]) -> Callable[..., Any
 
 @contextlib.contextmanager
 def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
-    """Within: a third-party subclass's `super().step()` runs its torch.optim base's step with the
-    grad mode torch.optim's `_use_grad_for_differentiable` sets, but without that wrapper's two
-    `torch._dynamo.graph_break()` calls, which exist only to make AOT see no_grad
-    (pytorch/pytorch#104053). torch.optim's own classes are left alone (AdamW subclasses Adam).
-    Yields the patched classes' names."""
+    """Within: a third-party subclass's `super().step()`, and the step of a torch.optim optimizer
+    that a wrapper holds (Lookahead's base, TopoAdamW's AdamW), run with the grad mode torch.optim's
+    `_use_grad_for_differentiable` sets, but without that wrapper's two `torch._dynamo.graph_break()`
+    calls, which exist only to make AOT see no_grad (pytorch/pytorch#104053): the plugin compiles
+    the raw step, as PyTorch's tests do, and so the steps that one calls. Left alone when the
+    optimizer is torch.optim's own (AdamW subclasses Adam). Yields the patched classes' names."""
     if optimizer_cls.__module__.startswith("torch."):
         yield []
         return
+    import torch.optim
+
+    held = [c for c in vars(torch.optim).values() if isinstance(c, type) and issubclass(c, torch.optim.Optimizer)]
     patched = []
-    for base in optimizer_cls.__mro__[1:]:
+    for base in dict.fromkeys([*optimizer_cls.__mro__[1:], *held]):
         step = vars(base).get("step")
         if step is None or not base.__module__.startswith("torch.optim"):
             continue

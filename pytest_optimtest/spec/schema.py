@@ -165,7 +165,7 @@ class ParamGroup(BaseModel):
         return self.names is None and self.ndim is None and self.min_ndim is None
 
 
-ParamsForm = Literal["list", "named", "model"] | list[ParamGroup]
+ParamsForm = Literal["list", "named", "model", "wrapped"] | list[ParamGroup]
 
 
 PROFILES = ("ci", "dev", "nightly")
@@ -275,7 +275,9 @@ class Spec(StrictModel):
     )
     params: ParamsForm = Field(
         "list", description="how the constructor gets the model's params: list (model.parameters()), named "
-        "(model.named_parameters()), model (the module itself), or a list of param groups selected by name or shape")
+        "(model.named_parameters()), model (the module itself), a list of param groups selected by name or shape, or "
+        "wrapped (none of its own: a wrapper such as Lookahead gets them through the base optimizer it wraps, a kwarg "
+        "given as {optimizer: ..., kwargs: ...})")
     cases: list[CaseSpec] = Field([CaseSpec(name="default")], min_length=1, description="named configurations, "
                                   "like PyTorch's OptimizerInput (default: one case, 'default')")
     grid: dict[str, GridAxis] = Field({}, description="kwarg -> values crossed with every case, e.g. {foreach: [false, true]}")

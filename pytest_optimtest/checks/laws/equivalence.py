@@ -10,7 +10,7 @@ import torch
 
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.isolation import isolated_case
-from ...harness.snapshot import OptimizerSnapshot
+from ...harness.snapshot import OptimizerSnapshot, rebuilt
 from ...harness.law_runs import law_grads, law_params, law_trajectory, schedule_in_words
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
@@ -71,8 +71,10 @@ def _numbers(value: Any) -> Any:
         return torch.tensor(float(value), dtype=torch.float64)
     if isinstance(value, dict):
         return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, torch.Size):  # a shape the state keeps (QUTEN's): ints that stay ints
+        return value
     if isinstance(value, (list, tuple)):
-        return type(value)(_numbers(v) for v in value)
+        return rebuilt(value, (_numbers(v) for v in value))
     return value
 
 

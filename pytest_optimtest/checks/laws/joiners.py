@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from ...harness.compare import listed, max_movement, snapshot_differences
 from ...harness.joiner_runs import JoinerRuns
-from ...harness.law_runs import lr_probes
+from ...harness.law_runs import coupling, lr_probes
 from ..base import Blocked, NotApplicable, Vacuous
 from .determinism import require_deterministic
 from .section import law_steps, law_tolerance, laws_of, observed
@@ -37,6 +37,10 @@ def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"]
             if observed(case, runs).run.torch_rng_used:
                 raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and a run over "
                               f"other params draws in another order ({str(exc).splitlines()[-1].strip()})") from exc
+            coupled = coupling(case, laws_of(case).min_ndim, law_tolerance(case))
+            if coupled is not None:
+                raise NotApplicable(f"{case.id}: law {law} does not apply: {coupled}; joiners then step with the others, "
+                                    "not as a fresh optimizer over them alone (the law's premise)") from exc
             raise
     if vacuous is not None:
         raise vacuous
