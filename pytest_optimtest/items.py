@@ -236,7 +236,8 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
                 "item tells (\"only the compiled step raised\")\n")
         shown = ""
     elif found.owner == "optimizer":
-        head = f"the optimizer's code raised {shown}\n  at {found.where} (the optimizer's doing, not a check's verdict)\n"
+        head = (f"the optimizer's code raised {shown}\n  at {found.where or found.innermost} (the optimizer's doing, not a "
+                "check's verdict)\n" + (f"  diagnosis: {found.note}\n" if found.note else ""))
         shown = ""
     elif found.owner == "torch" and found.frames and torch_api.is_recompile_limit_error(cause):
         head = recompile_limit_diagnosis(found.where, "each param shape and each optimizer instance") + "\n"

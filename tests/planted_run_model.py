@@ -733,3 +733,18 @@ class MaskingWrapper:
     def load_state_dict(self, state_dict):
         self.optimizer.load_state_dict(state_dict["base"])
         self.steps = state_dict["steps"]
+
+
+class InitSkippingLookahead(torch.optim.Optimizer):
+    """eve's Lookahead: a torch.optim.Optimizer subclass that never calls Optimizer.__init__, so once
+    zero_grad() patches its step with torch's hook wrapper, step() raises inside torch.optim."""
+
+    def __init__(self, base_optimizer, alpha=0.5):
+        self.base_optimizer = base_optimizer
+        self.param_groups = base_optimizer.param_groups
+        self.defaults = base_optimizer.defaults
+        self.state = base_optimizer.state
+        self.alpha = alpha
+
+    def step(self, closure=None):
+        return self.base_optimizer.step(closure)

@@ -216,6 +216,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["fill in `params`"]),
     ("planted_run_model:MaskingWrapper", ["params: wrapped", 'optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}'],
      ["fill in `params`"]),
+    ("planted_run_model:InitSkippingLookahead", ["params: wrapped", "base_optimizer: {optimizer:"],
+     ["does not validate"]),
     ("planted:PlainSGD", ["closure: [false, true]"], []),
     ("planted_run_model:ClosureRefusingSGD", ["closure: [false]  # its step raises given a closure (AssertionError: "
                                               "Closure is not supported)"], []),

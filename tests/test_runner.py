@@ -131,3 +131,18 @@ def test_seed_all_seeds_torchs_generator_and_calls_torch_manual_seed_only_for_an
     devices.seed_all(7)
     assert torch.equal(torch.rand(3), first)
     assert calls == ([7, 7] if devices.accelerator_present() else [])
+
+
+def test_an_attribute_optimizer_init_sets_missing_in_torchs_code_is_the_optimizers_doing():
+    from planted_run_model import InitSkippingLookahead
+
+    from pytest_optimtest.harness.blame import blame
+
+    param = torch.nn.Parameter(torch.ones(2))
+    optimizer = InitSkippingLookahead(torch.optim.SGD([param], lr=0.1))
+    optimizer.zero_grad()  # torch.optim patches the class's step with its hook wrapper here
+    param.grad = torch.ones(2)
+    with pytest.raises(AttributeError) as raised:
+        optimizer.step()
+    found = blame(raised.value)
+    assert found.owner == "optimizer" and "without calling its __init__" in found.note, found

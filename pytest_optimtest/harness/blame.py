@@ -4,6 +4,7 @@ frames of the user's code it passed through, so a failure points at their file a
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ class Blame:
     innermost: str = ""  # the innermost frame of any owner, as "file:line in function (owner)"
     compiled: bool = False  # the optimizer's frames ran under torch.compile (dynamo's frames called them)
     generated: bool = False  # the innermost frame is code inductor generated
+    note: str = ""  # why the owner is the optimizer although torch's frame raised, where that is known
 
     @property
     def where(self) -> str:
@@ -83,7 +85,24 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     compiled = any((k == "torch" and "_dynamo" in f.filename) or f.name.startswith("torch_dynamo_resume_in_")
                    for f, k in zip(frames, kinds))
     generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
-    return Blame(owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled, generated)
+    note = _optimizer_init_skipped(exc, frames)
+    return Blame("optimizer" if note else owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled,
+                 generated, note)
+
+
+# What torch.optim.Optimizer.__init__ sets and its other methods read (step's hook wrapper, zero_grad, state_dict)
+_SET_BY_OPTIMIZER_INIT = re.compile(r"object has no attribute '(_optimizer_\w+|_zero_grad_profile_name|defaults|param_groups|state)'")
+
+
+def _optimizer_init_skipped(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
+    """Why an AttributeError raised in torch.optim.Optimizer's own code is the optimizer's doing: a
+    subclass that never called Optimizer.__init__ (eve's Lookahead) lacks what it sets."""
+    found = _SET_BY_OPTIMIZER_INIT.search(str(exc)) if isinstance(exc, AttributeError) else None
+    if found is None or not frames or Path(frames[-1].filename).parts[-3:] != ("torch", "optim", "optimizer.py"):
+        return ""
+    return (f"torch.optim.Optimizer's {frames[-1].name} read `{found.group(1)}`, which Optimizer.__init__ sets: the optimizer "
+            "subclasses torch.optim.Optimizer without calling its __init__, so what it inherits (step's hooks, zero_grad, "
+            "state_dict) cannot run; the optimizer's doing (call super().__init__(params, defaults))")
 
 
 
