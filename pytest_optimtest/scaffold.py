@@ -293,7 +293,10 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     constructor or one step over the default model raises and over that one does not (Muon-style
     optimizers). What init cannot find out is left to fill in."""
     if wraps is not None:
-        return "wrapped", two_linear, [f"params: wrapped  # it wraps an optimizer instance, `{wraps}`, built over the params"]
+        lines = [f"params: wrapped  # it wraps an optimizer instance, `{wraps}`, built over the params"]
+        step_problem = _first_step_problem(cls, "wrapped", kwargs, two_linear)
+        return "wrapped", two_linear, lines + ([f"# one step over the default model raises ({step_problem}): the optimizer's "
+                                                "own error, which its runs show with its line"] if step_problem else [])
     required = [n for n, p in inspect.signature(cls).parameters.items()
                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
                 and n not in kwargs]  # a required lr is given
