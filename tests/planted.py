@@ -405,6 +405,22 @@ def rank_compile_threads(payload, rank: int, world_size: int) -> int:
     return torch._inductor.config.compile_threads
 
 
+def rank_raise(payload: None, rank: int, world_size: int) -> None:
+    """A rank job: rank 1's optimizer raises in its step (its own code); rank 0 waits in an all-reduce."""
+    import torch.distributed as dist
+
+    if rank == 1:
+        param = torch.nn.Parameter(torch.ones(2))
+        param.grad = torch.ones(2)
+        TypoSGDOnRank([param]).step()
+    dist.all_reduce(torch.zeros(1))
+
+
+class TypoSGDOnRank(PlainSGD):
+    def _update(self) -> None:
+        raise KeyError("momentun")
+
+
 def rank_exit(payload: int, rank: int, world_size: int) -> None:
     """A rank job: rank 1 exits with code `payload`; rank 0 waits in an all-reduce."""
     import torch.distributed as dist

@@ -105,6 +105,16 @@ def test_ranks_that_die_together_are_each_named():
     _assert_gone(failed.value.pids)
 
 
+def test_a_ranks_job_that_raises_is_told_with_its_line_and_whose_doing():
+    pools = RankPools()
+    with pytest.raises(RankFailure) as failed:
+        pools.run(RankJob("planted:rank_raise", None, 2, "gloo", 60))
+    # Lookahead's and Magma's DDP steps raised on the ranks: the failure was the ranks' logs, no owner
+    assert re.search(r"rank 1 failed \(exit code 1\): its job raised KeyError: 'momentun'\n\s+at \S*planted\.py:\d+ in "
+                     r"_update \(optimizer's doing\)", str(failed.value)), str(failed.value)
+    _assert_gone(failed.value.pids)
+
+
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path):
     case = one_case(tmp_path, spec("planted:HangOnRank1", distributed="{timeout_s: 15}", checks="[distributed]"))
     error = failure("distributed", case)

@@ -111,7 +111,7 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     try:
         _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections)
     except AssertionError as exc:
-        coupled = coupling(case, 0, tol)
+        coupled = coupling(case, 0)
         if coupled is None:
             raise
         raise AssertionError(f"{exc}\n  diagnosis: {coupled}; ZeroRedundancyOptimizer gives each rank's optimizer its shard "

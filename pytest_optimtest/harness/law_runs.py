@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ..spec.schema import DEFAULT_TOLERANCES
 from ..spec.values import build_kwargs, resolve
 from .compare import value_differences
 from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup, zero_grads
@@ -254,22 +255,30 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
     return losses, with_closure
 
 
-def coupling(case: Any, min_ndim: int, tol: Any) -> str | None:
+def coupling(case: Any, min_ndim: int, tol: Any = None) -> str | None:
     """How one param's update depends on the other params the optimizer steps (a global norm, a line
     search or a temperature shared by all), or None where it steps as it would alone: two eager steps
     over every law param against two over the first alone, the same grads (run on a red only: the
-    premise of laws and regimes that step params apart, late joiners and ZeRO's shards)."""
+    premise of laws and regimes that step params apart, late joiners and ZeRO's shards). Probed in
+    float32: coupling is the algorithm's, and a bf16 run can round it away where the law's steps show it."""
+    case = replace(case, dtype="float32", tolerance=DEFAULT_TOLERANCES["float32"])
+    tol = DEFAULT_TOLERANCES["float32"] if tol is None else tol
     with isolated_case(case):
         params = law_params(case, min_ndim, empty=False)
-        grads = law_grads(case, 2, params, scheduled=False)
+        grads = law_grads(case, COUPLING_STEPS, params, scheduled=False)
         first = next(iter(params))
         try:
-            together = law_trajectory(case, params, grads).final[first]
-            alone = law_trajectory(case, params, grads, start=[first]).final[first]
+            together, alone = (law_trajectory(case, params, grads, start=start).snapshots[-1] for start in (None, [first]))
         except Exception:  # noqa: BLE001  # a step that refuses one of the runs: no answer either way
             return None
-    differences = value_differences("param", {first: alone}, {first: together}, tol, ("alone", "beside the others"))
+    # its state too: at bf16 a small update can round away in the param and show in the state alone
+    differences = value_differences("", {"param": alone.params[first], "state": alone.state.get(first, {})},
+                                    {"param": together.params[first], "state": together.state.get(first, {})}, tol,
+                                    ("alone", "beside the others"))
     if not differences:
         return None
-    return (f"its update couples params: after 2 steps on the same grads, param '{first}' stepped alone differs from it "
-            f"stepped beside the others ({differences[0]}): a norm, line search or statistic taken over all its params")
+    return (f"its update couples params: after {COUPLING_STEPS} steps on the same grads, param '{first}' stepped alone differs "
+            f"from it stepped beside the others ({differences[0]}): a norm, line search or statistic taken over all its params")
+
+
+COUPLING_STEPS = 3

@@ -2,8 +2,9 @@
 
 Joins the process group through the test process's store, then runs jobs until its stdin
 closes: for each job number N read there, it runs FOLDER/jobN.pkl's function and pickles
-the return value to FOLDER/rank<RANK>.N.out. Any exception ends the process non-zero with
-its traceback on stdout, which the test process reports.
+the return value to FOLDER/rank<RANK>.N.out. Any exception ends the process non-zero (its
+peers would wait for it in a collective) with its traceback on stdout, and what raised it and
+whose doing it is in FOLDER/rank<RANK>.N.err, which the test process reports first.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
         number = int(line)
         job = pickle.loads((here / f"job{number}.pkl").read_bytes())
         print(f"--- job {number}: {job.function}", flush=True)
-        result = resolve(job.function)(job.payload, int(rank), world_size)
+        try:
+            result = resolve(job.function)(job.payload, int(rank), world_size)
+        except Exception as exc:  # a rank's exit (SystemExit) or a signal tells of itself
+            (here / f"rank{rank}.{number}.err").write_text(_told(exc))
+            raise
         partial = here / f"rank{rank}.{number}.part"
         partial.write_bytes(pickle.dumps(result))
         os.replace(partial, here / f"rank{rank}.{number}.out")  # the test process sees it whole or not at all
@@ -40,6 +45,15 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
     # Skip interpreter teardown: torch 2.13's store/gloo threads sometimes abort in static destructors
     # ("terminate called without an active exception", SIGABRT) after all work is done.
     os._exit(0)
+
+
+def _told(exc: BaseException) -> str:
+    """The exception in one line, where it was raised, and whose doing it is."""
+    from .blame import blame, one_line  # imported once a job failed: the rank's start stays as light as it was
+
+    found = blame(exc)
+    return (f"{one_line(exc)}\n      at {found.where or found.innermost} ({found.owner}'s doing)"
+            + (f"\n      diagnosis: {found.note}" if found.note else ""))
 
 
 if __name__ == "__main__":

@@ -132,7 +132,8 @@ class RankPool:
                 codes = self._codes_after(DEATH_GRACE_S)
                 then = [r for r, c in enumerate(codes) if c is not None and r not in failed]
                 _kill(self._procs)
-                raise RankFailure("\n".join([*(f"rank {r} failed (exit code {codes[r]}):\n{_tail(self.folder, r)}" for r in failed),
+                raise RankFailure("\n".join([*(f"rank {r} failed (exit code {codes[r]}){_raised(outputs[r])}:\n{_tail(self.folder, r)}"
+                                               for r in failed),
                                              *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s (exit code {codes[r]}):\n"
                                                f"{_tail(self.folder, r)}" for r in then)]), self.pids)
             if time.monotonic() > deadline:
@@ -202,6 +203,12 @@ def _kill(procs: list[subprocess.Popen]) -> None:
                 pass
     for p in procs:
         p.wait()
+
+
+def _raised(output: Path) -> str:
+    """What the rank's job raised and whose doing it is, as the rank wrote it beside its output."""
+    told = output.with_suffix(".err")
+    return f": its job raised {told.read_text(errors='replace')}\n    its log" if told.exists() else ""
 
 
 def _tail(folder: Path, rank: int, lines: int = 25) -> str:

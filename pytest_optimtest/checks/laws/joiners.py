@@ -37,7 +37,7 @@ def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"]
             if observed(case, runs).run.torch_rng_used:
                 raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and a run over "
                               f"other params draws in another order ({str(exc).splitlines()[-1].strip()})") from exc
-            coupled = coupling(case, laws_of(case).min_ndim, law_tolerance(case))
+            coupled = coupling(scaled, laws_of(case).min_ndim)  # at the lr that showed the red
             if coupled is not None:
                 raise NotApplicable(f"{case.id}: law {law} does not apply: {coupled}; joiners then step with the others, "
                                     "not as a fresh optimizer over them alone (the law's premise)") from exc
