@@ -111,7 +111,7 @@ def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent
 def test_an_optimizer_that_couples_params_is_not_held_to_laws_that_step_them_apart_and_zero_says_why(session):
     out, _ = session  # FANoSChain, NCG, PILOT, QUTEN, PSD: five packages' late_joiners reds were this premise
     assert _outcome(out, "specs/coupled.yaml::globalnormsgd-default-cpu::law_late_joiners") == "SKIPPED"
-    assert re.search(r"law late_joiners does not apply: its update couples params: after 2 steps", out)
+    assert re.search(r"law late_joiners does not apply: its update couples params: after \d+ steps", out)
     assert _outcome(out, "specs/coupled.yaml::globalnormsgd-default-cpu::zero") == "FAILED"
     assert "ZeroRedundancyOptimizer gives each rank's optimizer its shard of the params alone" in out
 
