@@ -82,9 +82,20 @@ def test_an_optimizer_refusing_what_zero_hands_it_is_zeros_one_red_and_ddp_still
     runs = RunCache()
     assert run("distributed", case, runs)
     message = str(failure("zero", case, runs))
-    assert "ZeroRedundancyOptimizer(optimizer_class=planted_unseen:NoGroupsSGD) raised building it on 2 ranks: " \
+    assert "ZeroRedundancyOptimizer(optimizer_class=planted_unseen:NoGroupsSGD) on 2 ranks raised building it: " \
            "AttributeError: 'dict' object has no attribute 'requires_grad'" in message
     assert "planted_unseen.py" in message and "(optimizer's doing)" in message
+
+
+def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimizers_and_ddp_still_runs(tmp_path):
+    # Magma's state_dict holds its base's under a key of its own: ZeRO's KeyError killed both items' ranks, "torch's doing"
+    case = one_case(tmp_path, "optimizer: planted_run_model:MaskingWrapper\nparams: wrapped\n"
+                              'kwargs: {optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.1}}}\n')
+    runs = RunCache()
+    assert run("distributed", case, runs)
+    message = str(failure("zero", case, runs))
+    assert "on 2 ranks raised saving its consolidated state_dict on rank 0: KeyError: 'param_groups'" in message, message
+    assert "MaskingWrapper.state_dict() holds ['base', 'steps'], not torch.optim's" in message, message
 
 
 def test_crashed_rank_fails_at_once_and_leaves_no_process(tmp_path):

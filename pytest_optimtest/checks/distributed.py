@@ -97,9 +97,9 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     tol, ws = _tolerance(case), case.distributed.world_size
     refused = run.ranks[0].zero_refused
     if refused:
-        raise AssertionError(f"{case.id}: ZeroRedundancyOptimizer(optimizer_class={case.optimizer}) raised building it on "
-                             f"{ws} ranks: {refused}\n  ZeRO hands the optimizer class the params of its shard as "
-                             "torch.optim does, a list of params or param groups")
+        raise AssertionError(f"{case.id}: ZeroRedundancyOptimizer(optimizer_class={case.optimizer}) on {ws} ranks raised "
+                             f"{refused}" + ("\n  ZeRO hands the optimizer class the params of its shard as torch.optim "
+                                             "does, a list of params or param groups" if refused.startswith("building") else ""))
     moved = _not_vacuous(run)
     sections = [(f"ZeRO {RANKS_DISAGREE}", _ranks_agree(run, "zero_params"))]
     sections += [(f"ZeRO vs unsharded on rank {r}", value_differences("param", result.params, result.zero_params, tol, ("unsharded", "ZeRO")))

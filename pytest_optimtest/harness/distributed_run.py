@@ -132,7 +132,28 @@ def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
 
 
 class ZeroRefused(Exception):
-    """The optimizer class raised in ZeroRedundancyOptimizer's constructor (given param groups, say)."""
+    """ZeroRedundancyOptimizer could not take the optimizer: its class raised in ZeRO's constructor (given
+    param groups, say), or its state_dict could not be consolidated; the message says when and why."""
+
+    def __init__(self, when: str, why: str) -> None:
+        super().__init__(f"{when}: {why}")
+
+
+def _told(exc: BaseException) -> str:
+    found = blame(exc)
+    return f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)"
+
+
+def _layout(optimizer: Any) -> str:
+    """Why ZeRO cannot read the optimizer's state_dict, where it is not torch.optim's layout (Magma's)."""
+    try:
+        keys = set(optimizer.state_dict())
+    except Exception:  # noqa: BLE001  # its own state_dict raises: the error above says so
+        return ""
+    if {"state", "param_groups"} <= keys:
+        return ""
+    return (f"\n  diagnosis: {type(optimizer).__name__}.state_dict() holds {sorted(keys)}, not torch.optim's 'state' and "
+            "'param_groups', which ZeroRedundancyOptimizer gathers and merges: the optimizer's doing (ZeRO cannot shard it)")
 
 
 def load_into_plain(case: Case, state_dict: Any) -> tuple[dict[str, Any], str | None]:
@@ -177,8 +198,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
             opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
                 params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params), **kwargs)
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
-            found = blame(exc)
-            raise ZeroRefused(f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)") from exc
+            raise ZeroRefused("building it", _told(exc)) from exc
     else:
         opt = make_optimizer(case, ddp.module)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
@@ -195,7 +215,10 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
             step_scheduler(scheduler)
     if zero:
         opt.consolidate_state_dict(to=0)
-        state = _cpu(opt.state_dict()) if rank == 0 else None
+        try:
+            state = _cpu(opt.state_dict()) if rank == 0 else None
+        except Exception as exc:  # noqa: BLE001  # rank 0 alone, after the last collective: told, DDP's run stands
+            raise ZeroRefused("saving its consolidated state_dict on rank 0", _told(exc) + _layout(opt.optim)) from exc
     else:
         state = _cpu(opt.state_dict())
     return _cpu_params(model), state
