@@ -14,8 +14,8 @@ import torch
 
 from ..spec.schema import DEFAULT_TOLERANCES
 from ..spec.values import build_kwargs, resolve
-from .compare import value_differences
 from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup, zero_grads
+from .compare import value_differences
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import instantiate
@@ -255,14 +255,14 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
     return losses, with_closure
 
 
-def coupling(case: Any, min_ndim: int, tol: Any = None) -> str | None:
+def coupling(case: Any, min_ndim: int) -> str | None:
     """How one param's update depends on the other params the optimizer steps (a global norm, a line
-    search or a temperature shared by all), or None where it steps as it would alone: two eager steps
-    over every law param against two over the first alone, the same grads (run on a red only: the
+    search or a temperature shared by all), or None where it steps as it would alone: COUPLING_STEPS
+    eager steps over every law param against as many over the first alone, the same grads (run on a red only: the
     premise of laws and regimes that step params apart, late joiners and ZeRO's shards). Probed in
     float32: coupling is the algorithm's, and a bf16 run can round it away where the law's steps show it."""
-    case = replace(case, dtype="float32", tolerance=DEFAULT_TOLERANCES["float32"])
-    tol = DEFAULT_TOLERANCES["float32"] if tol is None else tol
+    tol = DEFAULT_TOLERANCES["float32"]
+    case = replace(case, dtype="float32", tolerance=tol)
     with isolated_case(case):
         params = law_params(case, min_ndim, empty=False)
         grads = law_grads(case, COUPLING_STEPS, params, scheduled=False)
