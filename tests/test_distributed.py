@@ -121,7 +121,7 @@ def test_a_ranks_job_that_raises_is_told_with_its_line_and_whose_doing():
     with pytest.raises(RankFailure) as failed:
         pools.run(RankJob("planted:rank_raise", None, 2, "gloo", 60))
     # Lookahead's and Magma's DDP steps raised on the ranks: the failure was the ranks' logs, no owner
-    assert re.search(r"rank 1 failed \(exit code 1\): its job raised KeyError: 'momentun'\n\s+at \S*planted\.py:\d+ in "
+    assert re.search(r"rank 1 failed \(exit code 1\): its job raised KeyError: 'momentun'\n\s+raised at \S*planted\.py:\d+ in "
                      r"_update \(optimizer's doing\)", str(failed.value)), str(failed.value)
     _assert_gone(failed.value.pids)
 

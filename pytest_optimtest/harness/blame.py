@@ -68,6 +68,13 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+def told(exc: BaseException) -> str:
+    """The exception in one line, where it was raised, whose doing it is, and why where that is known."""
+    found = blame(exc)
+    return (f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)"
+            + (f"\n  diagnosis: {found.note}" if found.note else ""))
+
+
 def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     """Who raised `exc`: the innermost frame that is not the standard library decides. Only frames
     below this plugin's last one count (pytest's and pluggy's above it are not the optimizer's).

@@ -17,7 +17,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
-from .blame import blame, one_line
+from .blame import told
 from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
@@ -139,11 +139,6 @@ class ZeroRefused(Exception):
         super().__init__(f"{when}: {why}")
 
 
-def _told(exc: BaseException) -> str:
-    found = blame(exc)
-    return f"{one_line(exc)}\n  raised at {found.where or found.innermost} ({found.owner}'s doing)"
-
-
 def _layout(optimizer: Any) -> str:
     """Why ZeRO cannot read the optimizer's state_dict, where it is not torch.optim's layout (Magma's)."""
     try:
@@ -198,7 +193,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
             opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
                 params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params), **kwargs)
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
-            raise ZeroRefused("building it", _told(exc)) from exc
+            raise ZeroRefused("building it", told(exc)) from exc
     else:
         opt = make_optimizer(case, ddp.module)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
@@ -218,7 +213,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
         try:
             state = _cpu(opt.state_dict()) if rank == 0 else None
         except Exception as exc:  # noqa: BLE001  # rank 0 alone, after the last collective: told, DDP's run stands
-            raise ZeroRefused("saving its consolidated state_dict on rank 0", _told(exc) + _layout(opt.optim)) from exc
+            raise ZeroRefused("saving its consolidated state_dict on rank 0", told(exc) + _layout(opt.optim)) from exc
     else:
         state = _cpu(opt.state_dict())
     return _cpu_params(model), state

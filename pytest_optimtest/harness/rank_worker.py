@@ -35,7 +35,9 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
         try:
             result = resolve(job.function)(job.payload, int(rank), world_size)
         except Exception as exc:  # a rank's exit (SystemExit) or a signal tells of itself
-            (here / f"rank{rank}.{number}.err").write_text(_told(exc))
+            from .blame import told  # imported once a job failed: the rank's start stays as light as it was
+
+            (here / f"rank{rank}.{number}.err").write_text(told(exc).replace("\n", "\n    "))
             raise
         partial = here / f"rank{rank}.{number}.part"
         partial.write_bytes(pickle.dumps(result))
@@ -45,15 +47,6 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
     # Skip interpreter teardown: torch 2.13's store/gloo threads sometimes abort in static destructors
     # ("terminate called without an active exception", SIGABRT) after all work is done.
     os._exit(0)
-
-
-def _told(exc: BaseException) -> str:
-    """The exception in one line, where it was raised, and whose doing it is."""
-    from .blame import blame, one_line  # imported once a job failed: the rank's start stays as light as it was
-
-    found = blame(exc)
-    return (f"{one_line(exc)}\n      at {found.where or found.innermost} ({found.owner}'s doing)"
-            + (f"\n      diagnosis: {found.note}" if found.note else ""))
 
 
 if __name__ == "__main__":
