@@ -7,6 +7,7 @@ records reach the controller under pytest-xdist.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -144,12 +145,21 @@ def _reason(report: Any, outcome: str) -> str:
     else:
         lines = [line for line in report.longreprtext.splitlines() if not re.match(r"\[gw\d+\] ", line)]  # xdist's "[gw0] linux -- Python ..."
         head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
-        text = " ".join(lines[head + 1:head + 3]) if len(lines) > head + 1 else (lines[0] if lines else "")
-        if len(lines) > head + 1 and lines[head + 1].endswith(":"):  # a verdict that lists what differed: its first items
-            listed = [line.strip() for line in lines[head + 2:head + 5] if line.startswith("  ")]
-            text = lines[head + 1] + " " + " / ".join(listed)
+        text = _verdict_text(lines[head + 1:] or lines[:1])
     text = " ".join(text.split())
     return text if len(text) <= 800 else text[:797] + "..."
+
+
+def _verdict_text(body: list[str]) -> str:
+    """A failure's verdict: its first two lines, where one ends with ':' (what differed, dynamo's
+    reasons) that one and the first three items it lists."""
+    kept: list[str] = []
+    for i, line in enumerate(body[:2]):
+        kept.append(line)
+        if line.endswith(":"):
+            listed = [item.strip() for item in itertools.takewhile(lambda item: item.startswith("  "), body[i + 1:])]
+            return " ".join(kept) + " " + " / ".join(listed[:3])
+    return " ".join(kept)
 
 
 def compatibility_table(report: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_linear, two_linear_no_bias
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
-from .spec.values import KWARG_OBJECTS, BaseOptimizer, resolve, takes_keyword
+from .spec.values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, resolve, takes_keyword, wrapped_optimizer_argument
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
@@ -142,7 +142,6 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
 # TAdam's `iters` (a count, > 1) the integers.
 REQUIRED_GUESSES = (0.9, 0.1, 1.0, 10, 1000)
-BASE_LR = 0.01  # a wrapped base optimizer's lr, as torch.optim.SGD's tests step
 COUNT_GUESSES = (10, 1000, 1)  # for an argument whose name says it counts (num_epochs, total_steps, iters)
 _COUNTS = re.compile(r"num|count|epoch|step|iter|batch|total|size")
 
@@ -197,8 +196,8 @@ def _required_instances(cls: type) -> tuple[dict[str, Any], dict[str, str], list
             continue
         if issubclass(kind, torch.optim.Optimizer):  # a wrapper's base optimizer (SAM's `optim`), over the same params
             base = "torch.optim.SGD" if inspect.isabstract(kind) or kind is torch.optim.Optimizer else f"{kind.__module__}:{kind.__qualname__}"
-            instances[parameter.name] = BaseOptimizer(base, {"lr": BASE_LR})
-            shown[parameter.name] = f'{{optimizer: "{base}", kwargs: {{lr: {BASE_LR}}}}}'
+            instances[parameter.name] = BaseOptimizer(base, DEFAULT_BASE.kwargs)
+            shown[parameter.name] = instances[parameter.name].spec_text()
             notes.append(f"{parameter.name}: {base} over the same params (init's guess for the optimizer it wraps): put yours")
             continue
         try:
@@ -215,14 +214,12 @@ def _wrapped_base(cls: type, kwargs: dict) -> tuple[str, BaseOptimizer, str] | N
     """(argument, base optimizer, spec value) where the constructor's first argument is the optimizer it
     wraps, an instance over the params (Lookahead's `base_optimizer`, Magma's `optimizer: Optimizer`):
     its name or annotation says so, and given SGD over the params it constructs. Else None."""
-    first = next(iter(inspect.signature(cls).parameters.values()), None)
-    annotated = inspect.isclass(first.annotation) and issubclass(first.annotation, torch.optim.Optimizer) if first else False
-    if first is None or first.default is not first.empty or not (annotated or "optim" in first.name.lower()):
+    argument = wrapped_optimizer_argument(cls)
+    if argument is None:
         return None
-    base = BaseOptimizer("torch.optim.SGD", {"lr": BASE_LR})
-    if not _constructs(functools.partial(cls, **{first.name: base}), "wrapped", two_linear, kwargs):  # type: ignore[arg-type]
+    if not _constructs(functools.partial(cls, **{argument: DEFAULT_BASE}), "wrapped", two_linear, kwargs):  # type: ignore[arg-type]
         return None  # (its step may still raise: the optimizer's own error, which the spec's comment and runs then show)
-    return first.name, base, f'{{optimizer: "torch.optim.SGD", kwargs: {{lr: {BASE_LR}}}}}'
+    return argument, DEFAULT_BASE, DEFAULT_BASE.spec_text()
 
 
 def _lr_refusal(cls: type, lr: float) -> str | None:

@@ -485,3 +485,32 @@ def test_every_red_says_whose_doing_it_is_and_how_to_see_it_again(session):
     idle = idle[:idle.index("\n___")]
     assert "whose doing: the optimizer's, by this check's verdict" in idle
     assert "reproduce: pytest --optim-spec specs/idle.yaml -k 'idlesgd-default-cpu and parity'" in idle
+
+
+def test_a_red_that_lists_dynamos_graph_breaks_names_the_call_that_broke_in_its_reported_reason():
+    """eve's RAdam: a deprecated addcmul_ overload in the param loop skips the whole frame; the
+    reason the JSON report and the table carry must keep the list, and the list must name the call."""
+    import torch
+    import torch._dynamo
+
+    from pytest_optimtest.harness import torch_api
+    from pytest_optimtest.report import _verdict_text
+
+    def step(tensors: list[torch.Tensor]) -> None:
+        for t in tensors:
+            t.addcmul_(0.5, t, t)
+
+    def wrapper(tensors: list[torch.Tensor]) -> None:  # as torch.optim's profiling wrapper calls a step
+        step(tensors)
+
+    torch._dynamo.reset()
+    with pytest.warns(UserWarning, match="deprecated"):
+        torch.compile(wrapper, backend="eager")([torch.ones(2), torch.ones(3)])
+    [summary] = [torch_api.graph_break_summary(reason) for reason in torch_api.graph_break_counts()]
+    torch._dynamo.reset()
+    assert "addcmul_" in summary
+    body = ["root cause of this case: its ladder's rung 'graph_captured' failed", "c-cpu: not compiled: ...; dynamo's graph "
+            "breaks:", f"    - {summary}", "whose doing: the optimizer's", "reproduce: pytest ..."]
+    assert _verdict_text(body) == f"{body[0]} {body[1]} - {summary}"
+    assert _verdict_text(["a: differs:", "  x", "  y", "  z", "  w", "more"]) == "a: differs: x / y / z"
+    assert _verdict_text(["one", "two", "three"]) == "one two"

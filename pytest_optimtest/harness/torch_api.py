@@ -112,9 +112,13 @@ def graph_break_counts() -> Counter:
 
 
 def graph_break_summary(reason: str) -> str:
-    """The first line of a dynamo graph-break reason and its hint, without the debug context."""
+    """The first line of a dynamo graph-break reason and its hint; without a hint, the start of its
+    debug context, which names the call ("Unhandled args for method" alone does not say which)."""
     lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
     hints = [line for line in lines[1:] if line.startswith("Hint:")]
+    context = [line for line in lines[1:] if line.startswith("Developer debug context:")]
+    if not hints and context:
+        hints = [context[0] if len(context[0]) <= 160 else context[0][:157] + "..."]
     return " ".join(lines[:1] + hints)
 
 

@@ -16,7 +16,7 @@ from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
 from .schema import DEFAULT_TOLERANCES, CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec, Tolerance
-from .values import KWARG_OBJECTS, BaseOptimizer, build_kwargs, resolve, takes_keyword, value_problem
+from .values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, build_kwargs, resolve, takes_keyword, value_problem, wrapped_optimizer_argument
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
@@ -443,7 +443,7 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
 
     if form == "wrapped" and not any(isinstance(v, BaseOptimizer) for v in build_kwargs(kwargs, "cpu").values()):
         return (f"{PARAMS_FORM}`params: wrapped` gives {cls.__name__} no params of its own, and no kwarg is the base "
-                'optimizer to carry them: give the one it wraps as {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}')
+                f"optimizer to carry them: give the one it wraps as {DEFAULT_BASE.spec_text()}")
 
     def attempt(form: Any, given: dict[str, Any] = kwargs) -> str | None:
         # one 2x2 matrix for the forms that take loose params: what every optimizer steps, Muon's 2-D-only included
@@ -467,9 +467,9 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
             return (f"{PARAMS_FORM}{cls.__name__} refuses {given} ({problem}) and takes {words[other]}: "
                     f"{'remove `params`' if other == 'list' else f'set `params: {other}`'} in the spec")
     if not kwargs or attempt(form, {}) == problem:  # the same error without the kwargs: not theirs
-        first = next(iter(inspect.signature(cls).parameters), "")
-        fix = (f"if it wraps an optimizer instance (its first argument is `{first}`), set `params: wrapped` and give "
-               f'`{first}: {{optimizer: "torch.optim.SGD", kwargs: {{lr: 0.01}}}}` under kwargs' if "optim" in first.lower()
+        wrapped = wrapped_optimizer_argument(cls)
+        fix = (f"if it wraps an optimizer instance (its first argument is `{wrapped}`), set `params: wrapped` and give "
+               f"`{wrapped}: {DEFAULT_BASE.spec_text()}` under kwargs" if wrapped
                else "give it `params` groups it takes (selected by names, ndim, min_ndim; docs/specs.md)")
         return f"{PARAMS_FORM}{cls.__name__} refuses {given} and every other params form ({problem}), with these kwargs or none: {fix}"
     return problem

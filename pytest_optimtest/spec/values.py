@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 from typing import Any
 
 FORMS = ("tensor", "import", "call", "constant", "optimizer")
@@ -37,6 +38,25 @@ class BaseOptimizer:
 
     def __repr__(self) -> str:
         return f"BaseOptimizer({self.path!r}, {self.kwargs!r})"
+
+    def spec_text(self) -> str:
+        """The value as a spec gives it."""
+        kwargs = ", ".join(f"{name}: {value}" for name, value in self.kwargs.items())
+        return f'{{optimizer: "{self.path}", kwargs: {{{kwargs}}}}}'
+
+
+# What init proposes, and a load error suggests, for the optimizer a wrapper wraps: SGD at the lr torch.optim's tests step
+DEFAULT_BASE = BaseOptimizer("torch.optim.SGD", {"lr": 0.01})
+
+
+def wrapped_optimizer_argument(cls: Any) -> str | None:
+    """The name of `cls`'s first argument where it is the optimizer instance a wrapper wraps (Lookahead's
+    `base_optimizer`, Magma's `optimizer: Optimizer`): required, and its name or annotation says so."""
+    first = next(iter(inspect.signature(cls).parameters.values()), None)
+    if first is None or first.default is not first.empty:
+        return None
+    annotated = inspect.isclass(first.annotation) and any(base.__name__ == "Optimizer" for base in first.annotation.__mro__)
+    return first.name if annotated or "optim" in first.name.lower() else None
 
 
 class Constant:
