@@ -29,6 +29,17 @@ class IdleSGD(PlainSGD):
                 p.grad.mul(group["lr"])
 
 
+class LateSGD(PlainSGD):
+    """eve's RAdam without its SGD phase: no update until its variance estimate is trusted, at step 5."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["taken"] = group.get("taken", 0) + 1
+            if group["taken"] >= 5:
+                for p in group["params"]:
+                    p.add_(p.grad, alpha=-group["lr"])
+
+
 class ExplodingSGD(PlainSGD):
     """Correct arithmetic at an lr that makes the run blow up: params grow 1e4 times a step."""
 

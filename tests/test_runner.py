@@ -6,7 +6,9 @@ import pytest
 import torch
 from helpers import one_case
 
+from pytest_optimtest.harness import torch_api
 from pytest_optimtest.harness.compare import snapshot_differences
+from pytest_optimtest.harness.isolation import steps_kept
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.runner import Regime, run
 from pytest_optimtest.harness.vacuity import NotApplicable
@@ -139,10 +141,47 @@ def test_an_attribute_optimizer_init_sets_missing_in_torchs_code_is_the_optimize
     from pytest_optimtest.harness.blame import blame
 
     param = torch.nn.Parameter(torch.ones(2))
-    optimizer = InitSkippingLookahead(torch.optim.SGD([param], lr=0.1))
-    optimizer.zero_grad()  # torch.optim patches the class's step with its hook wrapper here
-    param.grad = torch.ones(2)
-    with pytest.raises(AttributeError) as raised:
-        optimizer.step()
+    with steps_kept(InitSkippingLookahead):  # the patch below is process-wide: not for the next test
+        optimizer = InitSkippingLookahead(torch.optim.SGD([param], lr=0.1))
+        optimizer.zero_grad()  # torch.optim patches the class's step with its hook wrapper here
+        param.grad = torch.ones(2)
+        with pytest.raises(AttributeError) as raised:
+            optimizer.step()
     found = blame(raised.value)
     assert found.owner == "optimizer" and "without calling its __init__" in found.note, found
+
+
+def test_a_class_step_torch_optim_patches_during_a_run_is_the_classes_own_again_after_it():
+    """torch.optim wraps a class's step process-wide (eve's Lookahead: on zero_grad, after which its
+    step raises): a run gives the classes back, so no run's outcome depends on which ran before it,
+    and a subclass built while its torch.optim base is unwrapped keeps no step of the plugin's."""
+    from planted_run_model import InitSkippingLookahead
+
+    class Skipping(InitSkippingLookahead):  # a class of this test's own: the planted one may be patched already
+        def step(self, closure=None):
+            return super().step(closure)
+
+    class NoStepOfItsOwn(torch.optim.SGD):
+        pass
+
+    param = torch.nn.Parameter(torch.ones(2))
+    own = vars(Skipping)["step"]
+    with steps_kept(Skipping):
+        Skipping(torch.optim.SGD([param], lr=0.1)).zero_grad()
+        assert vars(Skipping)["step"] is not own  # torch's patch happened
+    assert vars(Skipping)["step"] is own
+    with steps_kept(NoStepOfItsOwn), torch_api.torch_optim_bases_unwrapped(NoStepOfItsOwn):
+        NoStepOfItsOwn([param], lr=0.1)
+        assert "step" in vars(NoStepOfItsOwn)  # torch hooked the raw base step it inherited, on the subclass
+    assert "step" not in vars(NoStepOfItsOwn)
+
+
+def test_a_step_that_waits_before_it_moves_climbs_the_eager_rungs_and_one_that_never_moves_does_not(tmp_path):
+    """The eager probe is given the steps a compiled run takes before it calls a case unmoved: a red
+    for an optimizer that moves from step 5 (eve's RAdam) would be the plugin's, not the optimizer's."""
+    from pytest_optimtest.harness.ladder import probe_eager
+
+    late = probe_eager(case_of(tmp_path, "planted_run_model:LateSGD", "{lr: 0.1}"))
+    assert late.failure is None and late.steps == 8, late
+    idle = probe_eager(case_of(tmp_path, "planted_run_model:IdleSGD", "{lr: 0.1}"))
+    assert idle.failure is not None and idle.failure.rung == "eager_moves" and "8 eager steps" in idle.failure.cause

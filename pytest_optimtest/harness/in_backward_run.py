@@ -18,7 +18,7 @@ from ..spec.values import build_kwargs, resolve
 from . import torch_api
 from .compare import value_differences
 from .devices import seed_all
-from .isolation import generators_kept, isolated
+from .isolation import optimizer_globals_kept, isolated
 from ..models import IN_FEATURES
 from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
 from .param_forms import binding_base_optimizers, construct_over, form_name
@@ -156,7 +156,7 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
     optimizer_cls = resolve(case.optimizer)
     if requires_closure(optimizer_cls):
         raise CannotApply(f"{optimizer_cls.__name__}.step requires a closure; an optimizer applied in backward steps without one")
-    with isolated(), generators_kept(case):
+    with isolated(), optimizer_globals_kept(case):
         model = make_model(case, tied)
         reference, in_backward = deepcopy(model), deepcopy(model)
         ref_groups = [g for _ in range(copies) for g in unique_params(groups_of(reference, case))]
@@ -237,7 +237,7 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
     torch registers one hook per _apply_optimizer_in_backward call, and each hook steps every
     optimizer of the param, then sets its grad to None."""
     optimizer_cls = resolve(case.optimizer)
-    with isolated(), generators_kept(case):
+    with isolated(), optimizer_globals_kept(case):
         model = make_model(case, tied=False)
         for params, kwargs in [g for _ in range(2) for g in groups_of(model, case)]:
             torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), params, kwargs)
@@ -278,7 +278,7 @@ class NoHookRun:
 
 def run_without_hook(case: Case) -> NoHookRun:
     optimizer_cls = resolve(case.optimizer)
-    with isolated(), generators_kept(case):
+    with isolated(), optimizer_globals_kept(case):
         model = make_model(case, tied=False)
         initial, hooked, unhooked, stepped = deepcopy(model), deepcopy(model), deepcopy(model), deepcopy(model)
         for m, hooks in ((hooked, True), (unhooked, False)):

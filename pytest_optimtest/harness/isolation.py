@@ -41,21 +41,50 @@ def isolated_case(case: Any) -> Iterator[None]:
     """`isolated()` with the case's inductor options, torch's UserWarnings silenced, and, for a
     subclass of a torch.optim optimizer, `super().step()` free of torch.optim's graph breaks."""
     options = {"fallback_random": True} if case.fallback_random else {}
-    with isolated(**options), warnings.catch_warnings(), _bases_unwrapped(case), generators_kept(case):
+    optimizer_cls = _optimizer_class(case)
+    with steps_kept(optimizer_cls), isolated(**options), warnings.catch_warnings(), _bases_unwrapped(optimizer_cls), \
+            rngs_kept(optimizer_cls):
         warnings.simplefilter("ignore", UserWarning)
         yield
 
 
-@contextlib.contextmanager
-def generators_kept(case: Any) -> Iterator[None]:
-    """The RNGs as they were, the optimizer package's own torch.Generators included: runs reseed
-    them, as they reseed torch's."""
+def _optimizer_class(case: Any) -> Any:
     try:
-        optimizer_cls = resolve(case.optimizer) if getattr(case, "optimizer", None) else None
+        return resolve(case.optimizer) if getattr(case, "optimizer", None) else None
     except ImportError:  # an optimizer that does not import fails where the case builds it
-        optimizer_cls = None
-    with rngs_kept(optimizer_cls):
+        return None
+
+
+@contextlib.contextmanager
+def optimizer_globals_kept(case: Any) -> Iterator[None]:
+    """The RNGs as they were, the optimizer package's own torch.Generators included (runs reseed
+    them, as they reseed torch's), and its classes' `step` (steps_kept)."""
+    optimizer_cls = _optimizer_class(case)
+    with steps_kept(optimizer_cls), rngs_kept(optimizer_cls):
         yield
+
+
+_ABSENT = object()
+
+
+@contextlib.contextmanager
+def steps_kept(optimizer_cls: Any) -> Iterator[None]:
+    """The `step` of the optimizer's classes as it was. torch.optim wraps a class's step with its
+    hook wrapper, process-wide, when an instance is built, unpickled, or zero_grad'ed without
+    having run Optimizer.__init__ (eve's Lookahead, whose wrapped step then raises): kept, no run's
+    outcome depends on the runs before it, and the user's session gets its classes back."""
+    classes = [c for c in getattr(optimizer_cls, "__mro__", ()) if c is not object]
+    held = {c: vars(c).get("step", _ABSENT) for c in classes}
+    try:
+        yield
+    finally:
+        for cls, step in held.items():
+            if vars(cls).get("step", _ABSENT) is step:
+                continue
+            if step is _ABSENT:
+                delattr(cls, "step")
+            else:
+                cls.step = step
 
 
 @contextlib.contextmanager
@@ -83,11 +112,9 @@ def rngs_kept(optimizer_cls: Any = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _bases_unwrapped(case: Any) -> Iterator[None]:
-    path = getattr(case, "optimizer", None)
-    if path is None:
+def _bases_unwrapped(optimizer_cls: Any) -> Iterator[None]:
+    if optimizer_cls is None:
         yield
         return
-
-    with torch_api.torch_optim_bases_unwrapped(resolve(path)):
+    with torch_api.torch_optim_bases_unwrapped(optimizer_cls):
         yield

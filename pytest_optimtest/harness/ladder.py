@@ -18,6 +18,7 @@ from .compare import listed, snapshot_differences
 from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
 from .diagnosis import parity_diagnoses
+from .run_phases import SETTLE_STEPS, STEADY_STEPS
 from .runner import Regime, run
 from .vacuity import Diverged, NotApplicable, require_moved
 from ..spec.schema import LOW_PRECISION
@@ -163,21 +164,24 @@ def steppable(cases: Any, runs: RunCache, property_id: str) -> list[Any]:
 def probe_eager(case: Any) -> EagerProbe:
     """Construct the case's optimizer and take its steps eagerly (a closure where the case has one
     and the step takes one): the first rung that fails, if any."""
-    steps = max(case.steps, 2)
     if not getattr(torch, case.dtype).is_floating_point:  # complex cases are the complex law's, over its own params
         return EagerProbe(None, 0)
-    try:
-        probe = run(case, Regime(steps=steps, failures="record"))
-    except NotApplicable as exc:  # the step requires a closure the case lacks, or takes none and the case has one
-        return EagerProbe(RungFailure("eager_steps", str(exc), not_applicable=True), 0)
-    failure = probe.failure
-    if failure is not None and failure.phase == "constructs":
-        return EagerProbe(_failure("constructs", failure.error), 0)
-    if failure is not None:
-        return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
-    if not probe.moved:
-        return EagerProbe(_unmoved(case, steps), steps, probe.draws)
-    return EagerProbe(None, steps, probe.draws)
+    short = max(case.steps, 2)
+    # a step that waits before it moves (eve's RAdam without its SGD phase: 5 steps) is given as many
+    # as the compiled run's default warm-up and steady steps take before it is called unmoved
+    for steps in dict.fromkeys((short, max(short, SETTLE_STEPS + STEADY_STEPS))):
+        try:
+            probe = run(case, Regime(steps=steps, failures="record"))
+        except NotApplicable as exc:  # the step requires a closure the case lacks, or takes none and the case has one
+            return EagerProbe(RungFailure("eager_steps", str(exc), not_applicable=True), 0)
+        failure = probe.failure
+        if failure is not None and failure.phase == "constructs":
+            return EagerProbe(_failure("constructs", failure.error), 0)
+        if failure is not None:
+            return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
+        if probe.moved:
+            return EagerProbe(None, steps, probe.draws)
+    return EagerProbe(_unmoved(case, steps), steps, probe.draws)
 
 
 def _unmoved(case: Any, steps: int) -> RungFailure:

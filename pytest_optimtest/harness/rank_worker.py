@@ -22,6 +22,7 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
     import torch.distributed as dist
 
     from ..spec.values import resolve
+    from .isolation import optimizer_globals_kept
 
     here = Path(folder)
     world_size, backend, timeout_s = pickle.loads((here / "group.pkl").read_bytes())
@@ -33,7 +34,9 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
         job = pickle.loads((here / f"job{number}.pkl").read_bytes())
         print(f"--- job {number}: {job.function}", flush=True)
         try:
-            result = resolve(job.function)(job.payload, int(rank), world_size)
+            # the rank runs case after case: what one job's optimizer changes process-wide is not the next one's
+            with optimizer_globals_kept(getattr(job.payload, "case", None)):
+                result = resolve(job.function)(job.payload, int(rank), world_size)
         except Exception as exc:  # a rank's exit (SystemExit) or a signal tells of itself
             from .blame import told  # imported once a job failed: the rank's start stays as light as it was
 

@@ -59,6 +59,7 @@ class Perturbation(StrictModel):
 
 
 SETTLE_STEPS = 4
+STEADY_STEPS = 4  # the recompile section's default steady steps
 
 
 class Warmup(StrictModel):
@@ -82,7 +83,7 @@ class RecompileSpec(StrictModel):
     """What the recompile check expects of the compiled step."""
 
     warmup: Warmup = Field(Warmup(), description="steps before the steady state, and the compiles they may make")
-    steps: int = Field(4, ge=1, le=MAX_STEPS, description="steady steps after warm-up; none may recompile")
+    steps: int = Field(STEADY_STEPS, ge=1, le=MAX_STEPS, description="steady steps after warm-up; none may recompile")
     perturbations: list[Perturbation] = Field(
         [Perturbation(clear_state=True, recompiles=None)],
         description="applied in order; undeclared: clear_state, its recompiles observed and reported, not assumed "
