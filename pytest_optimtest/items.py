@@ -230,8 +230,8 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
         hung = found.where or found.innermost  # inside torch (compiling, say) when no frame of the optimizer's is running
         head = f"{exc}\n" + (f"  hung at {hung}\n" if isinstance(exc, CaseTimedOut) and hung else "")
         shown = ""
-    elif found.owner == "optimizer" and found.compiled:
-        head = (f"the optimizer's code raised {shown}\n  at {found.where}, running as a compiled step (torch.compile "
+    elif found.owner == "optimizer" and found.compiled and not found.note:  # a note: the optimizer's whether compiled or not
+        head = (f"the optimizer's code raised {shown}\n  at {found.where or found.innermost}, running as a compiled step (torch.compile "
                 "rewrites its bytecode): torch's doing if the eager step does not raise, which this case's parity "
                 "item tells (\"only the compiled step raised\")\n")
         shown = ""

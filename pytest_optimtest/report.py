@@ -92,10 +92,10 @@ class Results:
             verdict = r.get("verdict") or {}
             if verdict.get("kind") not in ("root_cause", "blocked") or "rung" not in verdict:
                 continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
-            cause = _generated_path.sub(GENERATED, verdict["cause"])
+            cause = verdict.get("mechanism") or _generated_path.sub(GENERATED, verdict["cause"])  # known: one, wherever it raised
             mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", _without_case(cause, r["case"]))
             key = (r.get("optimizer") or r["spec"], verdict["rung"], mechanism,
-                   "" if not mechanism else _generated_path.sub(GENERATED, verdict.get("where", "")))
+                   "" if not mechanism or "mechanism" in verdict else _generated_path.sub(GENERATED, verdict.get("where", "")))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": cause, "where": key[3],
                                             "cases": set(), "red": 0, "xfailed": 0, "blocked": 0, "numbers_differ": False})
             entry["numbers_differ"] |= bool(mechanism) and cause != entry["cause"]

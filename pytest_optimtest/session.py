@@ -309,10 +309,13 @@ class OptimtestSession:
         if not isinstance(item.case, Case):
             return None, ""
         found = blame(exc)
-        if found.owner not in ("optimizer", "torch"):  # a check's own verdict, a rank's failure: raised in our code
+        mechanism = getattr(exc, "mechanism", "") or found.mechanism  # a rank's job's, or this process's
+        if found.owner not in ("optimizer", "torch") and not mechanism:  # a check's own verdict, a rank's failure
             return None, ""
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
-        claimed = self.root_causes.setdefault((item.case.key, f"{failure.cause} at {failure.where}"), item.nodeid)
+        if mechanism:  # one root cause however many places raise it (the step's hooks, state_dict's, on the ranks)
+            failure = replace(failure, cause=f"{mechanism}: {failure.cause}", mechanism=mechanism)
+        claimed = self.root_causes.setdefault((item.case.key, mechanism or f"{failure.cause} at {failure.where}"), item.nodeid)
         if claimed == item.nodeid:
             return failure, "root_cause"
         first = claimed.rsplit("::", 1)[-1].split("[")[0]

@@ -514,3 +514,23 @@ def test_a_red_that_lists_dynamos_graph_breaks_names_the_call_that_broke_in_its_
     assert _verdict_text(body) == f"{body[0]} {body[1]} - {summary}"
     assert _verdict_text(["a: differs:", "  x", "  y", "  z", "  w", "more"]) == "a: differs: x / y / z"
     assert _verdict_text(["one", "two", "three"]) == "one two"
+
+
+def test_an_optimizer_that_skipped_optimizer_init_is_one_red_wherever_torch_reads_what_init_sets(pytester):
+    """eve's Lookahead: the step's hooks, state_dict's hooks, the ranks' DDP step and DCP's save each
+    raise an AttributeError of their own, at lines of their own; one root cause, one red."""
+    for module in ("planted.py", "planted_run_model.py"):
+        shutil.copy(TESTS / module, pytester.path / module)
+    init = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_run_model:InitSkippingLookahead", "-o", "w.yaml")
+    assert init.ret == 0, init.stderr.str()
+    result = pytester.runpytest_subprocess(
+        "--optim-spec", "w.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
+        "default and not closure and not low_precision and (closure_graph_break or law_grads_untouched or state_dict "
+        "or distributed or zero or checkpoint or law_hooks)")
+    out = result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("skipped", 0) >= 4 and not outcomes.get("passed"), out
+    assert "diagnosis: torch.optim.Optimizer's" in out and "running as a compiled step" not in out, out
+    causes = [line for line in out.splitlines() if line.startswith("optimtest: planted_run_model:InitSkippingLookahead:")]
+    assert len(causes) == 1 and "1 root cause, 1 red in 1 case(s), blocks 5 items" in causes[0], causes
+    assert "never called torch.optim.Optimizer.__init__" in causes[0]

@@ -185,3 +185,24 @@ def test_a_step_that_waits_before_it_moves_climbs_the_eager_rungs_and_one_that_n
     assert late.failure is None and late.steps == 8, late
     idle = probe_eager(case_of(tmp_path, "planted_run_model:IdleSGD", "{lr: 0.1}"))
     assert idle.failure is not None and idle.failure.rung == "eager_moves" and "8 eager steps" in idle.failure.cause
+
+
+def test_a_state_dict_layout_names_what_departs_from_torch_optims_which_zero_and_dcp_read():
+    from pytest_optimtest.harness.state_dict_layout import state_dict_layout
+
+    class Shaped:
+        def __init__(self, state_dict):
+            self._state_dict = state_dict
+
+        def state_dict(self):
+            if isinstance(self._state_dict, Exception):
+                raise self._state_dict
+            return self._state_dict
+
+    plain = state_dict_layout(torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1))
+    assert plain is not None and plain.torch_optims and plain.unkeyed == []
+    magma = state_dict_layout(Shaped({"base": {}, "steps": 3}))  # a wrapper's layout of its own
+    assert magma is not None and not magma.torch_optims and magma.keys == ["base", "steps"]
+    dog = state_dict_layout(Shaped({"state": {0: {}, "_first_step": True}, "param_groups": []}))
+    assert dog is not None and dog.torch_optims and dog.unkeyed == ["_first_step"]
+    assert state_dict_layout(Shaped(RuntimeError("its own"))) is None

@@ -11,6 +11,7 @@ import torch
 from pydantic import Field
 
 from ..harness import torch_api
+from ..harness.blame import KnownCause
 from ..harness.compare import listed, median_ratio, snapshot_differences, value_differences
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
@@ -160,9 +161,9 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
     # resumed at another world size differs from it for that reason, and only the state as loaded is compared
     sharded_differs = "fsdp" in case.checks and bool(_differences(f"sharded on {ws} ranks", run.reference, run.eager, tol))
     if run.eager.save_error:
-        raise AssertionError(f"{case.id}: saving the optimizer's state with torch.distributed.checkpoint "
-                             f"(get_optimizer_state_dict, dcp.save) on {ws} ranks after {steps} steps raised: "
-                             f"{run.eager.save_error}")
+        raise KnownCause(f"{case.id}: saving the optimizer's state with torch.distributed.checkpoint "
+                         f"(get_optimizer_state_dict, dcp.save) on {ws} ranks after {steps} steps raised: "
+                         f"{run.eager.save_error}", run.eager.save_cause)
     never_stopped, saved = run.eager.continued, run.eager.after_save
     assert never_stopped is not None and saved is not None  # the eager sharded run always trains on after saving
     problems = [f"saving changed the optimizer it saved: {d}" for d in

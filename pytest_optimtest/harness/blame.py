@@ -27,6 +27,7 @@ class Blame:
     compiled: bool = False  # the optimizer's frames ran under torch.compile (dynamo's frames called them)
     generated: bool = False  # the innermost frame is code inductor generated
     note: str = ""  # why the owner is the optimizer although torch's frame raised, where that is known
+    mechanism: str = ""  # the root cause, where known, however many places it raises in: one red (session.py)
 
     @property
     def where(self) -> str:
@@ -94,20 +95,39 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
     note = _optimizer_init_skipped(exc, frames)
     return Blame("optimizer" if note else owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled,
-                 generated, note)
+                 generated, note, INIT_SKIPPED if note else "")
 
 
 # What torch.optim.Optimizer.__init__ sets and its other methods read (step's hook wrapper, zero_grad, state_dict)
 _SET_BY_OPTIMIZER_INIT = re.compile(r"object has no attribute '(_optimizer_\w+|_zero_grad_profile_name|defaults|param_groups|state)'")
+_ONLY_OPTIMIZER_INIT_SETS = re.compile(r"_optimizer_\w+|_zero_grad_profile_name")  # the rest, an optimizer may set itself
+INIT_SKIPPED = "the optimizer never called torch.optim.Optimizer.__init__"
+
+
+def mechanism(exc: BaseException, frames: list[traceback.FrameSummary] | None = None) -> str:
+    """The root cause blame knows `exc` for, or ''; `frames` where its traceback was kept apart (DCP's)."""
+    return INIT_SKIPPED if _optimizer_init_skipped(exc, list(traceback.extract_tb(exc.__traceback__)) if frames is None
+                                                   else frames) else ""
+
+
+class KnownCause(AssertionError):
+    """A check's verdict on an error whose root cause blame knows: one red with it, wherever it raised (session.py)."""
+
+    def __init__(self, message: str, mechanism: str) -> None:
+        super().__init__(message)
+        self.mechanism = mechanism
 
 
 def _optimizer_init_skipped(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
-    """Why an AttributeError raised in torch.optim.Optimizer's own code is the optimizer's doing: a
-    subclass that never called Optimizer.__init__ (eve's Lookahead) lacks what it sets."""
+    """Why an AttributeError for what torch.optim.Optimizer.__init__ sets is the optimizer's doing: a
+    subclass that never called Optimizer.__init__ (eve's Lookahead) lacks it. Told where torch.optim's
+    own code read it, or wherever it was read for what only Optimizer.__init__ sets (its hooks)."""
     found = _SET_BY_OPTIMIZER_INIT.search(str(exc)) if isinstance(exc, AttributeError) else None
-    if found is None or not frames or Path(frames[-1].filename).parts[-3:] != ("torch", "optim", "optimizer.py"):
+    in_torch_optim = bool(frames) and Path(frames[-1].filename).parts[-3:] == ("torch", "optim", "optimizer.py")
+    if found is None or not (in_torch_optim or _ONLY_OPTIMIZER_INIT_SETS.fullmatch(found.group(1))):
         return ""
-    return (f"torch.optim.Optimizer's {frames[-1].name} read `{found.group(1)}`, which Optimizer.__init__ sets: the optimizer "
+    reader = f"torch.optim.Optimizer's {frames[-1].name}" if in_torch_optim else (f"{frames[-1].name}" if frames else "its code")
+    return (f"{reader} read `{found.group(1)}`, which Optimizer.__init__ sets: the optimizer "
             "subclasses torch.optim.Optimizer without calling its __init__, so what it inherits (step's hooks, zero_grad, "
             "state_dict) cannot run; the optimizer's doing (call super().__init__(params, defaults))")
 

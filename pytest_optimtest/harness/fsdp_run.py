@@ -22,7 +22,7 @@ import torch
 
 from ..spec.case import Case
 from . import torch_api
-from .blame import blame
+from .blame import blame, mechanism
 from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
                       step_grad_mode, step_scheduler, zero_grads)
 from .devices import seed_all
@@ -32,6 +32,7 @@ from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
 from .snapshot import SIMPLE, frozen_tensor, rebuilt, snapshot
+from .state_dict_layout import state_dict_layout
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Trained:
     error: str | None = None  # what raised, where, and whose doing it is
     unshardable: str | None = None  # why fully_shard refused the spec's model
     save_error: str | None = None  # what torch.distributed.checkpoint raised saving the state
+    save_cause: str = ""  # its root cause, where blame knows one
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
     held_before_load: dict[str, list[str]] = field(default_factory=dict)  # a resumed run: state keys per param its fresh optimizer held
     after_save: Trained | None = None  # a checkpointed run: what it held right after DCP saved it
@@ -180,6 +182,7 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
         except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
             trained.save_error = _unkeyed_state(optimizer, exc) or _described(exc)
+            trained.save_cause = _save_cause(exc)
             return trained
         trained.after_save = _trained(model, optimizer, scheduler)  # DCP steps an optimizer whose state is empty
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
@@ -274,15 +277,22 @@ def _unkeyed_state(optimizer: Any, exc: BaseException) -> str | None:
     """Why DCP's save raised `exc` where it raised over an entry the optimizer's state_dict keeps under
     'state' that is no param's (DoG's '_first_step'): torch.optim keeps one entry a param, keyed by its
     index, and DCP maps those keys to param names. None where the error is not about such a key."""
-    try:
-        keys = [key for key in optimizer.state_dict()["state"] if not isinstance(key, int)]
-    except Exception:  # noqa: BLE001  # a state_dict of another layout: DCP's own error says it
-        return None
+    layout = state_dict_layout(optimizer)
+    keys = layout.unkeyed if layout is not None else []
     if not any(repr(key) in str(exc) for key in keys):
         return None
     return (f"{type(exc).__name__}: {exc}: {type(optimizer).__name__}.state_dict() keeps {', '.join(map(repr, keys))} under 'state', where torch.optim "
             "keeps one entry per param, keyed by its index; torch.distributed.checkpoint maps those keys to param names and "
             "raises on these (KeyError): the optimizer's doing (keep such values in a param group, or in each param's state)")
+
+
+def _save_cause(exc: BaseException) -> str:
+    """The root cause of DCP's failure where blame knows one (the first failing rank's exception, for a CheckpointException)."""
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        cause, frames = sorted(failures.items())[0][1]
+        return mechanism(cause, list(frames or []))
+    return mechanism(exc)
 
 
 def _described(exc: BaseException) -> str:

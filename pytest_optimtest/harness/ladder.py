@@ -46,13 +46,14 @@ class RungFailure:
     error: BaseException | None = None
     vacuous: bool = False  # not a finding: every check that needs the rung is vacuous, none red
     not_applicable: bool = False  # the case cannot be run as written (a spec's doing): every check skips
+    mechanism: str = ""  # the root cause blame knows, where it raised in several places (blame.py): reports group by it
 
     def blocked(self) -> str:
         """The skip reason of a check that needs this rung."""
         return f"blocked by {self.rung}: {self.cause}" + (f" ({self.where})" if self.where else "")
 
     def as_record(self) -> dict[str, Any]:
-        return {"rung": self.rung, "cause": self.cause, "where": self.where}
+        return {"rung": self.rung, "cause": self.cause, "where": self.where, **({"mechanism": self.mechanism} if self.mechanism else {})}
 
 
 @dataclass

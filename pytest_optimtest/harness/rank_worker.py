@@ -4,7 +4,8 @@ Joins the process group through the test process's store, then runs jobs until i
 closes: for each job number N read there, it runs FOLDER/jobN.pkl's function and pickles
 the return value to FOLDER/rank<RANK>.N.out. Any exception ends the process non-zero (its
 peers would wait for it in a collective) with its traceback on stdout, and what raised it and
-whose doing it is in FOLDER/rank<RANK>.N.err, which the test process reports first.
+whose doing it is in FOLDER/rank<RANK>.N.err, which the test process reports first, and its root
+cause where blame knows one in FOLDER/rank<RANK>.N.cause (one red with the same cause raised in the test process).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
             with optimizer_globals_kept(getattr(job.payload, "case", None)):
                 result = resolve(job.function)(job.payload, int(rank), world_size)
         except Exception as exc:  # a rank's exit (SystemExit) or a signal tells of itself
-            from .blame import told  # imported once a job failed: the rank's start stays as light as it was
+            from .blame import blame, told  # imported once a job failed: the rank's start stays as light as it was
 
             (here / f"rank{rank}.{number}.err").write_text(told(exc).replace("\n", "\n    "))
+            (here / f"rank{rank}.{number}.cause").write_text(blame(exc).mechanism)
             raise
         partial = here / f"rank{rank}.{number}.part"
         partial.write_bytes(pickle.dumps(result))

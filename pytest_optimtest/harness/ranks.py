@@ -30,11 +30,12 @@ DEATH_GRACE_S = 0.5  # after one rank dies, how long the others get to die of th
 
 
 class RankFailure(AssertionError):
-    """A rank crashed, raised, or did not finish in time; says which, with its output."""
+    """A rank crashed, raised, or did not finish in time; says which, with its output, and the root
+    cause of what a rank's job raised where blame knew one (`mechanism`)."""
 
-    def __init__(self, message: str, pids: list[int]) -> None:
+    def __init__(self, message: str, pids: list[int], mechanism: str = "") -> None:
         super().__init__(message)
-        self.pids = pids
+        self.pids, self.mechanism = pids, mechanism
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ class RankPool:
                 raise RankFailure("\n".join([*(f"rank {r} failed (exit code {codes[r]}){_raised(outputs[r])}:\n{_tail(self.folder, r)}"
                                                for r in failed),
                                              *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s (exit code {codes[r]}):\n"
-                                               f"{_tail(self.folder, r)}" for r in then)]), self.pids)
+                                               f"{_tail(self.folder, r)}" for r in then)]), self.pids,
+                                  next(filter(None, (_cause(outputs[r]) for r in failed)), ""))
             if time.monotonic() > deadline:
                 waiting = [r for r, path in enumerate(outputs) if not path.exists()]
                 _kill(self._procs)
@@ -209,6 +211,12 @@ def _raised(output: Path) -> str:
     """What the rank's job raised and whose doing it is, as the rank wrote it beside its output."""
     told = output.with_suffix(".err")
     return f": its job raised {told.read_text(errors='replace')}\n    its log" if told.exists() else ""
+
+
+def _cause(output: Path) -> str:
+    """The root cause of what the rank's job raised, where blame knew one."""
+    cause = output.with_suffix(".cause")
+    return cause.read_text(errors="replace") if cause.exists() else ""
 
 
 def _tail(folder: Path, rank: int, lines: int = 25) -> str:

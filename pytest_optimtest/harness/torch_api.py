@@ -302,11 +302,8 @@ def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
     if optimizer_cls.__module__.startswith("torch."):
         yield []
         return
-    import torch.optim
-
-    held = [c for c in vars(torch.optim).values() if isinstance(c, type) and issubclass(c, torch.optim.Optimizer)]
     patched = []
-    for base in dict.fromkeys([*optimizer_cls.__mro__[1:], *held]):
+    for base in dict.fromkeys([*optimizer_cls.__mro__[1:], *_torch_optim_classes()]):
         step = vars(base).get("step")
         if step is None or not base.__module__.startswith("torch.optim"):
             continue
@@ -319,6 +316,14 @@ def torch_optim_bases_unwrapped(optimizer_cls: type) -> Iterator[list[str]]:
     finally:
         for base, step in reversed(patched):
             base.step = step
+
+
+@functools.cache
+def _torch_optim_classes() -> tuple[type, ...]:
+    """torch.optim's optimizer classes, which a wrapper may hold an instance of."""
+    import torch.optim
+
+    return tuple(c for c in vars(torch.optim).values() if isinstance(c, type) and issubclass(c, torch.optim.Optimizer))
 
 
 def _with_step_grad_mode(raw: Callable[..., Any]) -> Callable[..., Any]:

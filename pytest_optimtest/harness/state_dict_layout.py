@@ -1,0 +1,31 @@
+"""How an optimizer's state_dict departs from torch.optim's layout, which ZeRO and DCP read:
+{'state': {param index: {...}}, 'param_groups': [...]}."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StateDictLayout:
+    keys: list[str]  # the state_dict's own keys
+    unkeyed: list[Any]  # entries under 'state' that are no param's: keys that are not a param's index
+
+    @property
+    def torch_optims(self) -> bool:
+        """Whether it holds torch.optim's 'state' and 'param_groups'."""
+        return {"state", "param_groups"} <= set(self.keys)
+
+
+def state_dict_layout(optimizer: Any) -> StateDictLayout | None:
+    """The layout of `optimizer.state_dict()`; None where that raises (its own error says why)."""
+    try:
+        state_dict = optimizer.state_dict()
+    except Exception:  # noqa: BLE001  # any error of the optimizer's own state_dict
+        return None
+    if not isinstance(state_dict, dict):
+        return StateDictLayout([], [])
+    state = state_dict.get("state")
+    unkeyed = [key for key in state if not isinstance(key, int)] if isinstance(state, dict) else []
+    return StateDictLayout(sorted(map(str, state_dict)), unkeyed)
