@@ -135,7 +135,8 @@ class Results:
 
 
 def _reason(report: Any, outcome: str) -> str:
-    """The item's verdict in one line: the check's summary, the skip or xfail reason, or the failure's first line."""
+    """The item's verdict in one line: the check's summary, the skip or xfail reason, or the failure's
+    first lines and its diagnosis."""
     if outcome == "xfailed":
         text = report.wasxfail
     elif outcome == "skipped" and isinstance(report.longrepr, tuple):
@@ -145,9 +146,19 @@ def _reason(report: Any, outcome: str) -> str:
     else:
         lines = [line for line in report.longreprtext.splitlines() if not re.match(r"\[gw\d+\] ", line)]  # xdist's "[gw0] linux -- Python ..."
         head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
-        text = _verdict_text(lines[head + 1:] or lines[:1])
-    text = " ".join(text.split())
-    return text if len(text) <= 800 else text[:797] + "..."
+        text = _short(" ".join(_verdict_text(lines[head + 1:] or lines[:1]).split()), 500)
+        diagnosis = next((line.strip() for line in lines[head + 1:] if line.strip().startswith("diagnosis:")), "")
+        if diagnosis and diagnosis not in text:  # whose doing it is, where the verdict's first lines do not say
+            text += " " + diagnosis
+    return _short(" ".join(text.split()), 800)
+
+
+def _listed_item(line: str) -> bool:
+    return line.startswith("  ") and not line.strip().startswith("diagnosis:")
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _verdict_text(body: list[str]) -> str:
@@ -157,7 +168,7 @@ def _verdict_text(body: list[str]) -> str:
     for i, line in enumerate(body[:2]):
         kept.append(line)
         if line.endswith(":"):
-            listed = [item.strip() for item in itertools.takewhile(lambda item: item.startswith("  "), body[i + 1:])]
+            listed = [item.strip() for item in itertools.takewhile(_listed_item, body[i + 1:])]
             return " ".join(kept) + " " + " / ".join(listed[:3])
     return " ".join(kept)
 

@@ -534,3 +534,19 @@ def test_an_optimizer_that_skipped_optimizer_init_is_one_red_wherever_torch_read
     causes = [line for line in out.splitlines() if line.startswith("optimtest: planted_run_model:InitSkippingLookahead:")]
     assert len(causes) == 1 and "1 root cause, 1 red in 1 case(s), blocks 5 items" in causes[0], causes
     assert "never called torch.optim.Optimizer.__init__" in causes[0]
+
+
+def test_a_reds_reported_reason_carries_its_diagnosis_whose_doing_it_is():
+    """PILOT's in_backward_two_optimizers red is torch's double step in backward: the JSON report,
+    the table and record.py's xfails must say so, not only what differed."""
+    from pytest_optimtest.report import _reason
+
+    class Report:
+        longreprtext = ("[in_backward_two_optimizers] p-cpu (w.yaml:3)\np-cpu: in-backward params differ after step 2:\n"
+                        "    param['w']: 99/100 elements differ\n    param['b']: 10/10 elements differ\n"
+                        "  diagnosis: torch's doing: each optimizer's step() ran 2 times in one backward\n"
+                        "reproduce: pytest --optim-spec w.yaml -k 'p-cpu and in_backward_two_optimizers'")
+
+    assert _reason(Report(), "failed") == ("p-cpu: in-backward params differ after step 2: param['w']: 99/100 elements differ / "
+                                           "param['b']: 10/10 elements differ diagnosis: torch's doing: each optimizer's "
+                                           "step() ran 2 times in one backward")

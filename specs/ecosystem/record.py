@@ -46,7 +46,7 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
         fuzz = r["check"].startswith("fuzz_")
         command = f"pytest --optim-spec {r['spec']} -k '{r['case']} and {r['check']}'"
         reason = (f"{'found by Hypothesis (not asserted: its examples are random)' if fuzz else 'observed'} on torch "
-                  f"{release} {r['device']}: {_verdict(r['reason'])[:500]} Repro: {command}")
+                  f"{release} {r['device']}: {_verdict(r['reason'])[:800]} Repro: {command}")
         found[r["spec"]]["skip" if fuzz else "xfail"] += [
             f"  - cases: {_quoted(r['case'])}", f"    checks: [{r['check']}]", f"    devices: [{r['device']}]",
             f"    torch: ['{release}']", f"    reason: {_quoted(reason)}"]
