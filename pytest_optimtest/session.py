@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -300,8 +301,8 @@ class OptimtestSession:
 
     def _same_error(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
         """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
-        it: the first item of the case to raise it is its one red, a later one raising the same error at the
-        same line is blocked by it (a step that refuses params without grads fails every check that gives it
+        it: the first item of the case to raise it is its one red, a later one raising the same error in the
+        same function is blocked by it (a step that refuses params without grads fails every check that gives it
         some), its own asserts included; (None, "") for a check's own verdict or a rank's failure."""
         cause = exc.__cause__
         if isinstance(exc, AssertionError) and cause is not None and blame(cause).owner in ("optimizer", "torch"):
@@ -315,7 +316,10 @@ class OptimtestSession:
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
         if mechanism:  # one root cause however many places raise it (the step's hooks, state_dict's, on the ranks)
             failure = replace(failure, cause=f"{mechanism}: {failure.cause}", mechanism=mechanism)
-        claimed = self.root_causes.setdefault((item.case.key, mechanism or f"{failure.cause} at {failure.where}"), item.nodeid)
+        # the same error in the same function is one root cause, whichever of its lines a check's run reached (DoG reads
+        # p.grad without asking in two comprehensions of its step: none_grads meets one, a law's grad-less param the other)
+        place = re.sub(r":\d+ in ", " in ", failure.where)
+        claimed = self.root_causes.setdefault((item.case.key, mechanism or f"{failure.cause} at {place}"), item.nodeid)
         if claimed == item.nodeid:
             return failure, "root_cause"
         first = claimed.rsplit("::", 1)[-1].split("[")[0]

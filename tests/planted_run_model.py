@@ -646,6 +646,21 @@ class NoneGradRefusingSGD(PlainSGD):
                 p.add_(p.grad.reshape(shape), alpha=-group["lr"])
 
 
+class TwoPlacesNoneGradSGD(PlainSGD):
+    """DoG's bug: reads every param's grad without asking whether it has one, in its first step's
+    branch and in the later steps' at another line: one root cause, raised at two lines."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["taken"] = group.get("taken", 0) + 1
+            if group["taken"] == 1:
+                grads = [p.grad.detach() for p in group["params"]]
+            else:
+                grads = [p.grad.detach() for p in group["params"]]
+            for p, grad in zip(group["params"], grads):
+                p.add_(grad, alpha=-group["lr"])
+
+
 class LossClosureSGD(PlainSGD):
     """Differentiates what its closure returns itself (psgd's protocol): a closure that already called
     backward leaves nothing to differentiate."""

@@ -550,3 +550,16 @@ def test_a_reds_reported_reason_carries_its_diagnosis_whose_doing_it_is():
     assert _reason(Report(), "failed") == ("p-cpu: in-backward params differ after step 2: param['w']: 99/100 elements differ / "
                                            "param['b']: 10/10 elements differ diagnosis: torch's doing: each optimizer's "
                                            "step() ran 2 times in one backward")
+
+
+def test_one_error_raised_at_two_lines_of_one_function_is_one_red(pytester):
+    """DoG reads p.grad without asking in two list comprehensions of its step: none_grads meets it at one
+    line (a grad gone at step 2), law_untouched at the other (a param without a grad at step 1)."""
+    for module in ("planted.py", "planted_run_model.py"):
+        shutil.copy(TESTS / module, pytester.path / module)
+    pytester.makefile(".yaml", s="optimizer: planted_run_model:TwoPlacesNoneGradSGD\nkwargs: {lr: 0.01}\nlaws: {untouched: true}\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
+                                           "default and not closure and (none_grads or law_untouched)")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=1, skipped=1)
+    assert "blocked by the same error in" in out and "AttributeError: 'NoneType' object has no attribute 'detach'" in out, out
