@@ -104,10 +104,10 @@ _ONLY_OPTIMIZER_INIT_SETS = re.compile(r"_optimizer_\w+|_zero_grad_profile_name"
 INIT_SKIPPED = "the optimizer never called torch.optim.Optimizer.__init__"
 
 
-def mechanism(exc: BaseException, frames: list[traceback.FrameSummary] | None = None) -> str:
-    """The root cause blame knows `exc` for, or ''; `frames` where its traceback was kept apart (DCP's)."""
-    return INIT_SKIPPED if _optimizer_init_skipped(exc, list(traceback.extract_tb(exc.__traceback__)) if frames is None
-                                                   else frames) else ""
+def mechanism(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
+    """The root cause blame knows `exc` for, or '', where its traceback was kept apart as `frames` (DCP's);
+    for an exception with its own traceback, `blame(exc).mechanism`."""
+    return INIT_SKIPPED if _optimizer_init_skipped(exc, frames) else ""
 
 
 class KnownCause(AssertionError):

@@ -286,25 +286,33 @@ def _unkeyed_state(optimizer: Any, exc: BaseException) -> str | None:
             "raises on these (KeyError): the optimizer's doing (keep such values in a param group, or in each param's state)")
 
 
+def _first_rank_failure(exc: BaseException) -> tuple[list[int], BaseException, list[traceback.FrameSummary]] | None:
+    """(the failed ranks, the first one's exception and its extracted traceback) of a DCP
+    CheckpointException, or None for any other exception."""
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict) or not failures:
+        return None
+    ranks = sorted(failures)
+    cause, frames = failures[ranks[0]]
+    return ranks, cause, list(frames or [])
+
+
 def _save_cause(exc: BaseException) -> str:
     """The root cause of DCP's failure where blame knows one (the first failing rank's exception, for a CheckpointException)."""
-    failures = getattr(exc, "failures", None)
-    if isinstance(failures, dict) and failures:
-        cause, frames = sorted(failures.items())[0][1]
-        return mechanism(cause, list(frames or []))
-    return mechanism(exc)
+    first = _first_rank_failure(exc)
+    return mechanism(first[1], first[2]) if first else blame(exc).mechanism
 
 
 def _described(exc: BaseException) -> str:
     """What raised, the line that raised it, and whose doing it is (for a DCP CheckpointException,
     the first rank's own exception)."""
-    failures = getattr(exc, "failures", None)
-    if isinstance(failures, dict) and failures:
-        rank, (cause, frames) = sorted(failures.items())[0]  # (exception, its extracted traceback)
-        user = [f for f in frames or [] if "site-packages/torch/" not in f.filename]
-        where = frames[-1] if frames else None
-        return (f"on ranks {sorted(failures)}, rank {rank}'s: {type(cause).__name__}: {cause}\n  raised at "
-                + (f"{where.filename}:{where.lineno} in {where.name}" if where else "an unknown line")
+    first = _first_rank_failure(exc)
+    if first is not None:
+        ranks, cause, frames = first
+        user = [f for f in frames if "site-packages/torch/" not in f.filename]
+        last = frames[-1] if frames else None
+        return (f"on ranks {ranks}, rank {ranks[0]}'s: {type(cause).__name__}: {cause}\n  raised at "
+                + (f"{last.filename}:{last.lineno} in {last.name}" if last else "an unknown line")
                 + " (inside torch.distributed.checkpoint)" + "".join(f"\n  via {f.filename}:{f.lineno}" for f in user[-2:]))
     found = blame(exc)
     where = found.where or found.innermost

@@ -42,8 +42,8 @@ def isolated_case(case: Any) -> Iterator[None]:
     subclass of a torch.optim optimizer, `super().step()` free of torch.optim's graph breaks."""
     options = {"fallback_random": True} if case.fallback_random else {}
     optimizer_cls = _optimizer_class(case)
-    with steps_kept(optimizer_cls), isolated(**options), warnings.catch_warnings(), _bases_unwrapped(optimizer_cls), \
-            rngs_kept(optimizer_cls):
+    # its globals kept outermost: a class's step goes back after the bases' unwrapping is undone
+    with _globals_kept(optimizer_cls), isolated(**options), warnings.catch_warnings(), _bases_unwrapped(optimizer_cls):
         warnings.simplefilter("ignore", UserWarning)
         yield
 
@@ -59,7 +59,12 @@ def _optimizer_class(case: Any) -> Any:
 def optimizer_globals_kept(case: Any) -> Iterator[None]:
     """The RNGs as they were, the optimizer package's own torch.Generators included (runs reseed
     them, as they reseed torch's), and its classes' `step` (steps_kept)."""
-    optimizer_cls = _optimizer_class(case)
+    with _globals_kept(_optimizer_class(case)):
+        yield
+
+
+@contextlib.contextmanager
+def _globals_kept(optimizer_cls: Any) -> Iterator[None]:
     with steps_kept(optimizer_cls), rngs_kept(optimizer_cls):
         yield
 
