@@ -261,23 +261,38 @@ class _Store:
             raise RuntimeError("Socket Timeout")
 
 
-def _ordered(monkeypatch, store, compile_fx):
+def _ordered(monkeypatch, store, compile_fx, cache_hits=lambda: 0):
     from pytest_optimtest.harness import rank_compile, torch_api
 
     monkeypatch.setattr(torch_api, "process_group_store", lambda: store)
     monkeypatch.setattr(torch_api, "inductor_backend", lambda: compile_fx)
+    monkeypatch.setattr(torch_api, "compile_cache_hits", cache_hits)
+    monkeypatch.setattr(rank_compile, "_waiting", rank_compile._Waiting())  # what this process learned: none yet
     return rank_compile
 
 
 def test_rank_ordered_inductor_compiles_each_graph_on_rank_zero_first(monkeypatch):
     store, compiled = _Store(), []
-    rank_compile = _ordered(monkeypatch, store, lambda graph, inputs: compiled.append(graph) or f"compiled {graph}")
+    hits = lambda: len(compiled) - len(set(compiled))  # noqa: E731  # a graph compiled before is found in the cache
+    rank_compile = _ordered(monkeypatch, store, lambda graph, inputs: compiled.append(graph) or f"compiled {graph}", hits)
     zero, one = rank_compile.rank_ordered_inductor(0, "run"), rank_compile.rank_ordered_inductor(1, "run")
     assert [zero("g0", []), zero("g1", [])] == ["compiled g0", "compiled g1"]
     assert set(store.keys) == {"optimtest-compiled/run/0", "optimtest-compiled/run/1"} and not store.waited
     assert [one("g0", []), one("g1", [])] == ["compiled g0", "compiled g1"]  # after rank 0's: inductor's cache has them
     assert store.waited == ["optimtest-compiled/run/0", "optimtest-compiled/run/1"]
     assert compiled == ["g0", "g1", "g0", "g1"]
+
+
+def test_a_rank_stops_waiting_for_rank_zero_once_its_graph_missed_the_cache_all_the_same(monkeypatch):
+    """torch 2.13 keys a DTensor graph by each rank's DeviceMesh: every rank misses, and waiting
+    would only queue the ranks' full compiles one after another."""
+    store = _Store()
+    rank_compile = _ordered(monkeypatch, store, lambda graph, inputs: f"compiled {graph}")  # no compile ever hits
+    zero, one = rank_compile.rank_ordered_inductor(0, "run"), rank_compile.rank_ordered_inductor(1, "run")
+    zero("g0", []), zero("g1", [])
+    assert [one("g0", []), one("g1", [])] == ["compiled g0", "compiled g1"]
+    assert store.waited == ["optimtest-compiled/run/0"]
+    assert rank_compile.rank_ordered_inductor(1, "next run")("g0", []) == "compiled g0" and len(store.waited) == 1
 
 
 def test_rank_ordered_inductor_compiles_anyway_when_rank_zero_never_compiles_the_graph(monkeypatch):

@@ -206,3 +206,22 @@ def test_a_state_dict_layout_names_what_departs_from_torch_optims_which_zero_and
     dog = state_dict_layout(Shaped({"state": {0: {}, "_first_step": True}, "param_groups": []}))
     assert dog is not None and dog.torch_optims and dog.unkeyed == ["_first_step"]
     assert state_dict_layout(Shaped(RuntimeError("its own"))) is None
+
+
+def test_compiles_inside_a_run_skip_dynamos_guard_latency_metric_and_the_user_keeps_it(monkeypatch):
+    """dynamo times each new guard set after flushing the CPU's caches (~20 ms a compile, for a metric
+    no check reads): skipped inside isolated(), torch's own function back outside."""
+    import torch._dynamo.guards as guards
+
+    from pytest_optimtest.harness.isolation import isolated
+
+    timed = []
+    monkeypatch.setattr(guards, "profile_guard_manager", lambda *args: timed.append(args) or 0.0)
+    users = guards.profile_guard_manager
+    with isolated():
+        torch.compile(lambda x: x * 2, backend="eager")(torch.ones(2))
+    assert timed == [] and guards.profile_guard_manager is users
+    torch._dynamo.reset()
+    torch.compile(lambda x: x * 3, backend="eager")(torch.ones(2))
+    assert len(timed) == 1  # outside a run, dynamo measures as it always does
+    torch._dynamo.reset()

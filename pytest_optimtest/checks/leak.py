@@ -61,7 +61,8 @@ class _GcPause:
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[_GcPause]:
-    gc.collect()
+    # No gc.collect() first: garbage from before cannot hold the run's params, and a full pass over
+    # a session's heap costs about 0.3 s.
     pause = _GcPause()
     gc.disable()
     try:

@@ -21,14 +21,16 @@ def isolated(**inductor_options: object) -> Iterator[None]:
     """Fresh dynamo/inductor state in, and every touched global restored on the way out.
 
     Restores: default dtype, grad mode, every RNG (rngs_kept), inductor config, and resets dynamo
-    caches, inductor metrics and dynamo counters on both sides.
+    caches, inductor metrics and dynamo counters on both sides. Compiles inside skip dynamo's
+    guard-latency metric (torch_api.guard_latency_unprofiled): nothing here reads it.
     """
     dtype = torch.get_default_dtype()
     grad = torch.is_grad_enabled()
     torch_api.reset_compile_state()
     with rngs_kept():
         try:
-            with torch_api.inductor_config(**inductor_options), torch_api.trace_log_kept_local():
+            with (torch_api.inductor_config(**inductor_options), torch_api.trace_log_kept_local(),
+                  torch_api.guard_latency_unprofiled()):
                 yield
         finally:
             torch_api.reset_compile_state()

@@ -23,6 +23,7 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
     import torch.distributed as dist
 
     from ..spec.values import resolve
+    from . import torch_api
     from .isolation import optimizer_globals_kept
 
     here = Path(folder)
@@ -36,7 +37,7 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
         print(f"--- job {number}: {job.function}", flush=True)
         try:
             # the rank runs case after case: what one job's optimizer changes process-wide is not the next one's
-            with optimizer_globals_kept(getattr(job.payload, "case", None)):
+            with optimizer_globals_kept(getattr(job.payload, "case", None)), torch_api.guard_latency_unprofiled():
                 result = resolve(job.function)(job.payload, int(rank), world_size)
         except Exception as exc:  # a rank's exit (SystemExit) or a signal tells of itself
             from .blame import blame, told  # imported once a job failed: the rank's start stays as light as it was
