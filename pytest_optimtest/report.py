@@ -146,7 +146,7 @@ def _reason(report: Any, outcome: str) -> str:
     else:
         lines = [line for line in report.longreprtext.splitlines() if not re.match(r"\[gw\d+\] ", line)]  # xdist's "[gw0] linux -- Python ..."
         head = next((i for i, line in enumerate(lines) if line.startswith("[")), -1)  # "[check] case (where)"
-        text = _short(" ".join(_verdict_text(lines[head + 1:] or lines[:1]).split()), 500)
+        text = _short(" ".join(_verdict_text(lines[head + 1:] or lines[:1]).split()), 650)
         diagnosis = next((line.strip() for line in lines[head + 1:] if line.strip().startswith("diagnosis:")), "")
         if diagnosis and diagnosis not in text:  # whose doing it is, where the verdict's first lines do not say
             text += " " + diagnosis
@@ -163,14 +163,21 @@ def _short(text: str, limit: int) -> str:
 
 def _verdict_text(body: list[str]) -> str:
     """A failure's verdict: its first two lines, where one ends with ':' (what differed, dynamo's
-    reasons) that one and the first three items it lists."""
+    reasons) that one and the first three items it lists, and the error that follows the list with
+    where it was raised (what a fuzz property's minimal example raised, and whose doing it is)."""
     kept: list[str] = []
     for i, line in enumerate(body[:2]):
         kept.append(line)
         if line.endswith(":"):
-            listed = [item.strip() for item in itertools.takewhile(_listed_item, body[i + 1:])]
-            return " ".join(kept) + " " + " / ".join(listed[:3])
+            listed = [_short(item.strip(), 200) for item in itertools.takewhile(_listed_item, body[i + 1:])]
+            after = body[i + 1 + len(listed):]
+            raised = after[:1] + [at.strip() for at in after[1:2] if at.strip().startswith("at ")] \
+                if after and _ERROR_LINE.match(after[0]) else []
+            return " ".join([*kept, " / ".join(listed[:3]), *raised])
     return " ".join(kept)
+
+
+_ERROR_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)(: |$)")
 
 
 def compatibility_table(report: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
-from .harness.blame import one_line
+from .harness.blame import blame, one_line
 from .harness.builder import step_on_grads, zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
@@ -414,16 +414,18 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
 
 
 def _differentiates_closure(cls: type, form: Any, kwargs: dict) -> bool:
-    """Whether the step steps given a closure that returns the loss without calling backward (psgd's Kron
-    and LRA call torch.autograd.grad on it), where torch.optim's protocol has the closure call backward."""
+    """Whether the step moves the params given a closure that returns the loss without calling backward
+    (psgd's Kron and LRA call torch.autograd.grad on it), where torch.optim's protocol has the closure
+    call backward. Moves them: a step that skips grad-less params (SGD_boost) returns quietly too."""
     torch.manual_seed(0)
     model, batch = two_linear(), torch.randn(10, IN_FEATURES)
+    before = [p.detach().clone() for p in model.parameters()]
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
         optimizer.step(lambda: model(batch).pow(2).sum())
     except Exception:  # noqa: BLE001  # not that protocol either
         return False
-    return True
+    return any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
 
 
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
@@ -497,6 +499,8 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
         return lr, ""
     if moved is not None and moved >= MOVEMENT:
         return lr, f"raised until the params move {MOVEMENT:g} tolerances, the model's and the laws' (lr: tolerances {', '.join(tried)})"
+    if moved is None and len(tried) == 1:  # what raised is said where the spec's first step is probed
+        return lr, "its step raised at this lr, so how far it moves the params is unknown"
     return lr, (f"the params move under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
                 f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
 
@@ -585,7 +589,8 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
             for _ in range(steps):
                 optimizer.step(loss) if closure else optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
-        return 0.0, one_line(exc)
+        where = blame(exc).where
+        return 0.0, one_line(exc) + (f", at {where}" if where else "")
     tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
     return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance), None
 

@@ -34,7 +34,7 @@ from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .harness.vacuity import Blocked
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
-from .spec.case import Case
+from .spec.case import Case, FuzzCase
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 PARITYS_RUNGS = ("graph_captured", "compiled_steps", "compiled_matches")  # what parity's own verdict would say
@@ -303,11 +303,13 @@ class OptimtestSession:
         """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
         it: the first item of the case to raise it is its one red, a later one raising the same error in the
         same function is blocked by it (a step that refuses params without grads fails every check that gives it
-        some), its own asserts included; (None, "") for a check's own verdict or a rank's failure."""
+        some), its own asserts included, and a fuzz property's minimal example that raised it (each property of a
+        spec's fuzz case draws the same params: a `.view` over a transposed one raises in all of them); (None, "")
+        for a check's own verdict or a rank's failure."""
         cause = exc.__cause__
         if isinstance(exc, AssertionError) and cause is not None and blame(cause).owner in ("optimizer", "torch"):
             exc = cause  # a check's verdict on the error it caught (a diagnosis beside it): the error is the cause
-        if not isinstance(item.case, Case):
+        if not isinstance(item.case, (Case, FuzzCase)):
             return None, ""
         found = blame(exc)
         mechanism = getattr(exc, "mechanism", "") or found.mechanism  # a rank's job's, or this process's

@@ -222,6 +222,16 @@ class FirstDimSGD(PlainSGD):
                     p.add_(p.grad, alpha=-group["lr"] / max(1, p.shape[0]))
 
 
+class FlatViewSGD(PlainSGD):
+    """Flattens each param with `.view(-1)` (RelativisticAdam's scaling): a transposed param raises."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.view(-1).add_(p.grad.reshape(-1), alpha=-group["lr"])
+
+
 # Faults that eager and compiled share: caught by the metamorphic properties, not by parity.
 
 class SkipZeroDimSGD(PlainSGD):

@@ -676,6 +676,24 @@ class LossClosureSGD(PlainSGD):
         return loss
 
 
+class WarmupFirstSGD(PlainSGD):
+    """Needs a `warmup_step()` of its own before its first step (SGD_boost: KeyError 'gsnr'), and skips
+    grad-less params: given a closure that calls no backward it returns quietly, moving nothing."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                p.add_(p.grad, alpha=-group["lr"] * self.state[p]["gsnr"])
+        return loss
+
+
 class RaisingWithoutGradSGD(PlainSGD):
     """Divides by its grad's norm without asking whether it has one (Ranger21's ZeroDivisionError)."""
 

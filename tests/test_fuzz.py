@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -143,6 +144,24 @@ checks: [fuzz_parity]
         "rerun: pytest --optim-spec *firstdim.yaml -k \"firstdimsgd-fuzz-cpu and fuzz_parity\" --hypothesis-profile ci",
         "    @example(case=load_case('firstdim.yaml', 'firstdimsgd-default-cpu'), params=Params(Param(())))",
     ])
+
+
+def test_an_error_every_property_draws_into_is_one_red_and_blocks_the_others(pytester):
+    """RelativisticAdam's `.view` raised over a transposed param in fuzz_determinism and in fuzz_zero_lr:
+    one root cause, two reds; the JSON report's reason names the error and whose doing it is."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    pytester.makefile(".yaml", flatview="""
+optimizer: planted:FlatViewSGD
+kwargs: {lr: 0.1}
+fuzz: {determinism: {examples: {ci: 20}}, zero_lr: {examples: {ci: 20}}}
+checks: [fuzz_determinism, fuzz_zero_lr]
+""")
+    result = pytester.runpytest_subprocess("--optim-spec", "flatview.yaml", "--hypothesis-profile", "ci", "-n", "0",
+                                           "-p", "no:randomly", "-rfs", "--optim-report", "r.json")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*blocked by the same error in fuzz_*: RuntimeError: view size is not compatible*"])
+    [red] = [r for r in json.loads((pytester.path / "r.json").read_text())["items"] if r["outcome"] == "failed"]
+    assert "RuntimeError: view size is not compatible" in red["reason"] and "(the optimizer's doing)" in red["reason"]
 
 
 def test_in_backward_property_finds_a_shared_step_count(tmp_path, ci_profile):

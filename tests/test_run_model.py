@@ -208,7 +208,7 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                               "  empty: false", "# fuzz draws no param of shape () (min_dims: 1)"], []),
     ("planted_run_model:RequiredMomentumSGD", ["momentum: 0.9}", "# momentum: 0.9: init's guesses for what the constructor requires"], []),
     ("planted_run_model:ClosureAssertingSGD", ["closure: [true]  # its step raises without a closure (AssertionError: "
-                                               "ClosureAssertingSGD.step requires a closure)"], ["fill in `params`"]),
+                                               "ClosureAssertingSGD.step requires a closure, at ", "planted_run_model.py:"], ["fill in `params`"]),
     ("planted_run_model:ClosureOnlyEmptyRefusingSGD", ["allow_empty: false}", "# fuzz draws no param of shape (0, 3) "
                                                        "(allow_empty: false): its step refused one alone: ValueError"], []),
     ("planted_run_model:LookaheadWrapper", ["params: wrapped  # it wraps an optimizer instance, `base_optimizer`",
@@ -220,11 +220,11 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["does not validate"]),
     ("planted:PlainSGD", ["closure: [false, true]"], []),
     ("planted_run_model:ClosureRefusingSGD", ["closure: [false]  # its step raises given a closure (AssertionError: "
-                                              "Closure is not supported)"], []),
+                                              "Closure is not supported, at "], []),
     ("planted_run_model:InnerBackwardSGD", ["grad_mode: enabled  # its step raises under no_grad (RuntimeError: element 0"],
      []),
     ("planted_run_model:SparseOnlySGD", ["skip:  # its step refuses dense grads (RuntimeError: SparseOnlySGD does not support "
-                                         "dense gradients) and steps sparse ones", "a sparse-gradient optimizer"], ["fill in `params`"]),
+                                         "dense gradients, at ", "in _update) and steps sparse ones", "a sparse-gradient optimizer"], ["fill in `params`"]),
     ("planted_run_model:CountedSGD", ["kwargs: {lr: 0.001, iters: 10}", "# iters: 10: init's guesses"], ["fill them in"]),
     ("planted_run_model:LrDividingSGD", ["# zero_lr: left out: at lr 0 a step raised ZeroDivisionError"], ["  zero_lr: {"]),
     ("planted_run_model:FixedStepSGD", ["# zero_lr: left out: at lr 0 a step moved params"], ["  zero_lr: {"]),
@@ -263,6 +263,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
     ("planted_run_model:LossClosureSGD", ["skip:  # its step differentiates what its closure returns", "psgd's protocol"],
      ["fill in `params`"]),
+    ("planted_run_model:WarmupFirstSGD", ["# one step over the default model raises (KeyError: 'gsnr', at ", "planted_run_model.py:"],
+     ["skip:", "psgd's protocol"]),  # a step that moves nothing without grads does not differentiate the closure's loss
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
 ])
@@ -514,6 +516,20 @@ def test_a_red_that_lists_dynamos_graph_breaks_names_the_call_that_broke_in_its_
     assert _verdict_text(body) == f"{body[0]} {body[1]} - {summary}"
     assert _verdict_text(["a: differs:", "  x", "  y", "  z", "  w", "more"]) == "a: differs: x / y / z"
     assert _verdict_text(["one", "two", "three"]) == "one two"
+
+
+def test_a_fuzz_red_reports_what_its_minimal_example_raised_and_whose_doing_it_is():
+    """RelativisticAdam's `.view` over a transposed param: the JSON report and the table said the
+    example, not the error it raised nor where."""
+    from pytest_optimtest.report import _verdict_text
+
+    body = ["c-fuzz-cpu fuzz_determinism: falsified (hypothesis profile 'dev', 43 examples run); minimal example:",
+            "    case=load_case('s.yaml', 'c-default-cpu'), params=Params(Param((2, 2), 'transposed'))",
+            "RuntimeError: view size is not compatible with input tensor's size and stride",
+            "  at /site-packages/opt/optimizer.py:122 in _scale (the optimizer's doing)", "rerun: pytest ...", "pin it ..."]
+    assert _verdict_text(body) == " ".join([body[0], body[1].strip(), body[2], body[3].strip()])
+    verdict = ["c: maximize must flip the update's sign; minimal example:", "    params=Params(Param(()))", "rerun: pytest ..."]
+    assert _verdict_text(verdict) == " ".join([verdict[0], verdict[1].strip()])  # a property's own verdict: nothing raised
 
 
 def test_an_optimizer_that_skipped_optimizer_init_is_one_red_wherever_torch_reads_what_init_sets(pytester):

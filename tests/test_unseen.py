@@ -321,7 +321,8 @@ def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
     from pytest_optimtest.scaffold import starter_spec
 
     _, text = starter_spec("planted_unseen:MuonStyleSGD")
-    assert "# one step over the default model raises (KeyError: 'use_muon'): fill in `params` groups" in text
+    assert "# one step over the default model raises (KeyError: 'use_muon', at " in text
+    assert "planted_unseen.py:" in text and "in _update): fill in `params` groups" in text  # where it raised, the optimizer's line
 
 
 def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for_each_run(tmp_path):
