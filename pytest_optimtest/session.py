@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -28,7 +27,7 @@ from .supervisor import supervised
 from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, journal_folder
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
-from .harness.blame import blame, one_line
+from .harness.blame import blame, one_line, root_cause
 from .harness.diagnosis import not_comparable, run_diagnoses
 from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
@@ -313,15 +312,13 @@ class OptimtestSession:
             return None, ""
         found = blame(exc)
         mechanism = getattr(exc, "mechanism", "") or found.mechanism  # a rank's job's, or this process's
-        if found.owner not in ("optimizer", "torch") and not mechanism:  # a check's own verdict, a rank's failure
+        told = getattr(exc, "root", "")  # a verdict on an error raised on a rank, keyed there (KnownCause)
+        if found.owner not in ("optimizer", "torch") and not (mechanism or told):  # a check's own verdict, a rank's failure
             return None, ""
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
         if mechanism:  # one root cause however many places raise it (the step's hooks, state_dict's, on the ranks)
             failure = replace(failure, cause=f"{mechanism}: {failure.cause}", mechanism=mechanism)
-        # the same error in the same function is one root cause, whichever of its lines a check's run reached (DoG reads
-        # p.grad without asking in two comprehensions of its step: none_grads meets one, a law's grad-less param the other)
-        place = re.sub(r":\d+ in ", " in ", failure.where)
-        claimed = self.root_causes.setdefault((item.case.key, mechanism or f"{failure.cause} at {place}"), item.nodeid)
+        claimed = self.root_causes.setdefault((item.case.key, mechanism or told or root_cause(exc)), item.nodeid)
         if claimed == item.nodeid:
             return failure, "root_cause"
         first = claimed.rsplit("::", 1)[-1].split("[")[0]

@@ -77,6 +77,19 @@ class LateStateSGD(MomentumSGD):
                     p.add_(state["previous"], alpha=-group["lr"])
 
 
+class LrDividingSGD(PlainSGD):
+    """Divides by its lr (AdaBayes' exp(-lr**2 / lr_sgd)): a group at lr 0 raises ZeroDivisionError, in the
+    param_groups law's zero-lr group and in the step DCP's load takes at lr 0 alike."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    buffer = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))  # state: DCP's save steps nothing
+                    buffer.mul_(0.9).add_(p.grad)
+                    p.add_(buffer, alpha=-group["lr"] ** 2 / group["lr"])
+
+
 class GroupCountingSGD(PlainSGD):
     """Keeps its step count in its param groups and no per-param state (BouncingDecayer's shape): DCP's
     get_optimizer_state_dict steps an optimizer with empty state at lr 0, so each save counts a step."""

@@ -163,12 +163,13 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
     if run.eager.save_error:
         raise KnownCause(f"{case.id}: saving the optimizer's state with torch.distributed.checkpoint "
                          f"(get_optimizer_state_dict, dcp.save) on {ws} ranks after {steps} steps raised: "
-                         f"{run.eager.save_error}", run.eager.save_cause)
+                         f"{run.eager.save_error}", run.eager.save_cause, run.eager.save_root_cause)
     never_stopped, saved = run.eager.continued, run.eager.after_save
     assert never_stopped is not None and saved is not None  # the eager sharded run always trains on after saving
     problems = [f"saving changed the optimizer it saved: {d}" for d in
                 _differences("right after saving", run.eager, saved, tol, "before saving")]
     held: dict[str, list[str]] = {}
+    raised: list[BaseException | None] = []  # per load that raised: the exception, where it raised in this process
     for size in case.sections["fsdp"].load_world_sizes:
         at = "one process (whole params)" if size == 1 else f"{size} ranks"
         resumed = resume_on_ranks(run, size, runs.rank_pools)
@@ -177,6 +178,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
                         "create the state it loads into; torch/distributed/checkpoint/state_dict.py, _init_optim_state)"
                         if " in step" in (resumed.error or "") else "")
             problems.append(f"loading at {at} raised{stepping}: {resumed.error}")
+            raised.append(resumed.raised)
             continue
         held = held or resumed.held_before_load
         loaded = _differences(f"loaded at {at}", saved, resumed.loaded, tol, f"saved on {ws} ranks")
@@ -195,8 +197,11 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         why += params_in_groups_diagnosis(run.reference.groups, "torch.distributed.checkpoint saves param groups as "
                                           "pickled objects, with the saving ranks' sharded params (DTensors) in them, "
                                           "which a load elsewhere finds bound to process groups that are gone")
+        # where every problem is a load that raised here, the error is the red's root cause (session.py): AdaBayes
+        # divides by lr, and DCP's load steps at lr 0 as the param_groups law does: one red
+        cause = raised[0] if len(raised) == len(problems) else None
         raise AssertionError(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
-                             f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why)
+                             f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why) from cause
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
     return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "

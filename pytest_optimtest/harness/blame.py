@@ -110,12 +110,29 @@ def mechanism(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
     return INIT_SKIPPED if _optimizer_init_skipped(exc, frames) else ""
 
 
-class KnownCause(AssertionError):
-    """A check's verdict on an error whose root cause blame knows: one red with it, wherever it raised (session.py)."""
+def root_cause(exc: BaseException, frames: list[traceback.FrameSummary] | None = None) -> str:
+    """The key of `exc`'s root cause, one red per case (session.py): the mechanism blame knows, else the
+    error and the function that raised it (the optimizer's innermost, else the innermost), its line left
+    out: DoG reads p.grad unasked at two lines of its step. `frames`: its traceback where it was kept
+    apart (DCP's failures on ranks)."""
+    if frames is None:
+        found = blame(exc)
+        known, where = found.mechanism, found.where or found.innermost
+    else:
+        known = mechanism(exc, frames)
+        where = optimizer_frame(frames) or (f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "")
+    return known or f"{one_line(exc)} at {re.sub(r':[0-9]+ in ', ' in ', where)}"
 
-    def __init__(self, message: str, mechanism: str) -> None:
+
+class KnownCause(AssertionError):
+    """A check's verdict on an error raised where its exception cannot reach (a rank): one red with the same
+    error raised anywhere else in the case (session.py). `mechanism`: the root cause blame told there, if
+    any; `root`: its root_cause key."""
+
+    def __init__(self, message: str, mechanism: str, root: str = "") -> None:
         super().__init__(message)
         self.mechanism = mechanism
+        self.root = root
 
 
 def _optimizer_init_skipped(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:

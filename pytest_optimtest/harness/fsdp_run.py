@@ -22,7 +22,7 @@ import torch
 
 from ..spec.case import Case
 from . import torch_api
-from .blame import blame, mechanism
+from .blame import blame, mechanism, root_cause
 from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
                       step_grad_mode, step_scheduler, zero_grads)
 from .devices import seed_all
@@ -50,10 +50,12 @@ class Trained:
     unshardable: str | None = None  # why fully_shard refused the spec's model
     save_error: str | None = None  # what torch.distributed.checkpoint raised saving the state
     save_cause: str = ""  # its root cause, where blame knows one
+    save_root_cause: str = ""  # its root_cause key: one red with the same error raised anywhere in the case
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
     held_before_load: dict[str, list[str]] = field(default_factory=dict)  # a resumed run: state keys per param its fresh optimizer held
     after_save: Trained | None = None  # a checkpointed run: what it held right after DCP saved it
     continued: Trained | None = None  # a checkpointed run: what it held after training on, never stopped
+    raised: BaseException | None = field(default=None, repr=False, compare=False)  # a run in this process: what it raised
 
 
 @dataclass
@@ -133,7 +135,7 @@ def resume_on_ranks(run: FsdpRun, world_size: int, pools: RankPools | None = Non
     payload = _Resume(run.case, run.batches[iterations:], run.checkpoint, run.eager.scheduler)
     if world_size == 1:
         with isolated_case(run.case):
-            return _guarded(lambda: _resume(payload, None))
+            return _guarded(lambda: _resume(payload, None), in_process=True)
     return _on_ranks(run.case, payload, pools, world_size)
 
 
@@ -182,7 +184,7 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
         except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
             trained.save_error = _unkeyed_state(optimizer, exc) or _described(exc)
-            trained.save_cause = _save_cause(exc)
+            trained.save_cause, trained.save_root_cause = _save_cause(exc)
             return trained
         trained.after_save = _trained(model, optimizer, scheduler)  # DCP steps an optimizer whose state is empty
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
@@ -264,13 +266,13 @@ def _portable(value: Any) -> Any:
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
-def _guarded(run: Callable[[], Trained]) -> Trained:
+def _guarded(run: Callable[[], Trained], in_process: bool = False) -> Trained:
     """The run's result, or the exception it raised as text (pickled back to the test process,
-    where a traceback object cannot go)."""
+    where a traceback object cannot go); run `in_process`, the exception itself too (its root cause)."""
     try:
         return run()
     except torch_api.checkpoint_errors() as exc:  # the optimizer's (or torch's) failure on sharded params is the verdict
-        return Trained(error=_described(exc))
+        return Trained(error=_described(exc), raised=exc if in_process else None)
 
 
 def _unkeyed_state(optimizer: Any, exc: BaseException) -> str | None:
@@ -297,10 +299,13 @@ def _first_rank_failure(exc: BaseException) -> tuple[list[int], BaseException, l
     return ranks, cause, list(frames or [])
 
 
-def _save_cause(exc: BaseException) -> str:
-    """The root cause of DCP's failure where blame knows one (the first failing rank's exception, for a CheckpointException)."""
+def _save_cause(exc: BaseException) -> tuple[str, str]:
+    """(the mechanism blame knows, or '', and the root_cause key) of DCP's failure: the first failing
+    rank's exception, for a CheckpointException."""
     first = _first_rank_failure(exc)
-    return mechanism(first[1], first[2]) if first else blame(exc).mechanism
+    if first is None:
+        return blame(exc).mechanism, root_cause(exc)
+    return mechanism(first[1], first[2]), root_cause(first[1], first[2])
 
 
 def _described(exc: BaseException) -> str:
