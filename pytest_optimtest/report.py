@@ -154,7 +154,8 @@ def _reason(report: Any, outcome: str) -> str:
 
 
 def _listed_item(line: str) -> bool:
-    return line.startswith("  ") and not line.strip().startswith("diagnosis:")
+    """An indented line: what a verdict lists (zero's " ZeRO vs unsharded on rank 0:" heads its own list)."""
+    return line.startswith(" ") and not line.strip().startswith("diagnosis:")
 
 
 def _short(text: str, limit: int) -> str:

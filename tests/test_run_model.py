@@ -518,9 +518,10 @@ def test_a_red_that_lists_dynamos_graph_breaks_names_the_call_that_broke_in_its_
     assert _verdict_text(["one", "two", "three"]) == "one two"
 
 
-def test_a_fuzz_red_reports_what_its_minimal_example_raised_and_whose_doing_it_is():
+def test_a_reported_reason_keeps_what_a_fuzz_example_raised_and_a_list_of_lists():
     """RelativisticAdam's `.view` over a transposed param: the JSON report and the table said the
-    example, not the error it raised nor where."""
+    example, not the error it raised nor where; TopologicalAdamV4's zero red said nothing after its
+    first line (its lists are headed by a line indented by one space)."""
     from pytest_optimtest.report import _verdict_text
 
     body = ["c-fuzz-cpu fuzz_determinism: falsified (hypothesis profile 'dev', 43 examples run); minimal example:",
@@ -530,6 +531,9 @@ def test_a_fuzz_red_reports_what_its_minimal_example_raised_and_whose_doing_it_i
     assert _verdict_text(body) == " ".join([body[0], body[1].strip(), body[2], body[3].strip()])
     verdict = ["c: maximize must flip the update's sign; minimal example:", "    params=Params(Param(()))", "rerun: pytest ..."]
     assert _verdict_text(verdict) == " ".join([verdict[0], verdict[1].strip()])  # a property's own verdict: nothing raised
+    zero = ["c: ZeroRedundancyOptimizer over 2 ranks, 3 steps:", " ZeRO vs unsharded on rank 0:", "    param['1.weight']: differ",
+            "    param['1.bias']: differ", " ZeRO vs unsharded on rank 1:", "whose doing: the optimizer's"]
+    assert _verdict_text(zero) == f"{zero[0]} ZeRO vs unsharded on rank 0: / param['1.weight']: differ / param['1.bias']: differ"
 
 
 def test_an_optimizer_that_skipped_optimizer_init_is_one_red_wherever_torch_reads_what_init_sets(pytester):
