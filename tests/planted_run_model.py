@@ -792,3 +792,21 @@ class InitSkippingLookahead(torch.optim.Optimizer):
 
     def step(self, closure=None):
         return self.base_optimizer.step(closure)
+
+
+class NestedStateDictSGD(PlainSGD):
+    """Nests torch.optim's state_dict under a key of its own, beside its settings (Lookahead's
+    {'optimizer', 'lookahead', 'lookahead_metadata'}): neither ZeRO nor DCP finds 'state' or 'param_groups'."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    buffer = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                    p.add_(buffer.mul_(0.9).add_(p.grad), alpha=-group["lr"])
+
+    def state_dict(self):
+        return {"optimizer": super().state_dict(), "settings": {"momentum": 0.9}}
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict["optimizer"])

@@ -50,7 +50,8 @@ def test_init_does_not_split_params_into_an_argument_that_takes_an_optimizer():
     _, text = starter_spec("planted_unseen:BaseOptimizerSAM")
     assert "  - {argument: optim}" not in text
     assert ("# the constructor requires 'params' and 'optim' and refused matrices to one and the rest to the other "
-            "(ValueError: it constructs so, but its step raises AttributeError: 'list' object has no attribute 'step')") in text
+            "(ValueError: it constructs so, but its step raises AttributeError: 'list' object has no attribute 'step', at ") in text
+    assert "planted_unseen.py:" in text  # where the step raised: the optimizer's line
 
 
 def test_a_param_group_added_by_a_law_carries_the_options_of_the_spec_group_that_takes_its_params(tmp_path):

@@ -25,7 +25,7 @@ from .param_forms import binding_base_optimizers, constructor_params
 from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, zero_grads
 from .ranks import RankJob, RankPools, run_ranks
 from .snapshot import rebuilt
-from .state_dict_layout import state_dict_layout
+from .state_dict_layout import foreign_layout
 
 
 @dataclass
@@ -142,11 +142,8 @@ class ZeroRefused(Exception):
 
 def _layout(optimizer: Any) -> str:
     """Why ZeRO cannot read the optimizer's state_dict, where it is not torch.optim's layout (Magma's)."""
-    layout = state_dict_layout(optimizer)
-    if layout is None or layout.torch_optims:  # its state_dict raised (the error above says so), or is torch.optim's
-        return ""
-    return (f"\n  diagnosis: {type(optimizer).__name__}.state_dict() holds {layout.keys}, not torch.optim's 'state' and "
-            "'param_groups', which ZeroRedundancyOptimizer gathers and merges: the optimizer's doing (ZeRO cannot shard it)")
+    foreign = foreign_layout(optimizer)
+    return f"\n  diagnosis: {foreign} (ZeRO gathers and merges the ranks' 'state' and 'param_groups')" if foreign else ""
 
 
 def load_into_plain(case: Case, state_dict: Any) -> tuple[dict[str, Any], str | None]:

@@ -22,7 +22,7 @@ import torch
 
 from ..spec.case import Case
 from . import torch_api
-from .blame import blame, mechanism, root_cause
+from .blame import blame, mechanism, one_line, root_cause
 from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
                       step_grad_mode, step_scheduler, zero_grads)
 from .devices import seed_all
@@ -32,7 +32,7 @@ from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
 from .snapshot import SIMPLE, frozen_tensor, rebuilt, snapshot
-from .state_dict_layout import state_dict_layout
+from .state_dict_layout import FOREIGN_LAYOUT, foreign_layout, state_dict_layout
 
 
 @dataclass
@@ -183,8 +183,10 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
         try:
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
         except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
-            trained.save_error = _unkeyed_state(optimizer, exc) or _described(exc)
-            trained.save_cause, trained.save_root_cause = _save_cause(exc)
+            foreign = foreign_layout(optimizer)  # DCP reads 'state' and 'param_groups' first: a KeyError, "torch's"
+            trained.save_error = (_unkeyed_state(optimizer, exc) or _described(exc) if not foreign else
+                                  f"{one_line(exc)}, raised in torch.distributed.checkpoint reading it\n  diagnosis: {foreign}")
+            trained.save_cause, trained.save_root_cause = (FOREIGN_LAYOUT, FOREIGN_LAYOUT) if foreign else _save_cause(exc)
             return trained
         trained.after_save = _trained(model, optimizer, scheduler)  # DCP steps an optimizer whose state is empty
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)

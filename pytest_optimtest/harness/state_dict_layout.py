@@ -29,3 +29,16 @@ def state_dict_layout(optimizer: Any) -> StateDictLayout | None:
     state = state_dict.get("state")
     unkeyed = [key for key in state if not isinstance(key, int)] if isinstance(state, dict) else []
     return StateDictLayout(sorted(map(str, state_dict)), unkeyed)
+
+
+FOREIGN_LAYOUT = ("its state_dict is not torch.optim's {'state', 'param_groups'}, which ZeroRedundancyOptimizer and "
+                  "torch.distributed.checkpoint read: the optimizer's doing")
+
+
+def foreign_layout(optimizer: Any) -> str:
+    """What the optimizer's state_dict holds where it is not torch.optim's layout (Magma's, Lookahead's:
+    {'optimizer', 'lookahead', ...}), with FOREIGN_LAYOUT, the root cause ZeRO and DCP share; else ''."""
+    layout = state_dict_layout(optimizer)
+    if layout is None or layout.torch_optims:  # its state_dict raised (its own error says so), or is torch.optim's
+        return ""
+    return f"{type(optimizer).__name__}.state_dict() holds {layout.keys}: {FOREIGN_LAYOUT}"
