@@ -810,3 +810,21 @@ class NestedStateDictSGD(PlainSGD):
 
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict["optimizer"])
+
+
+class OldSignatureAdam(PlainSGD):
+    """Calls torch.optim's functional adam() as torch 1.12 took it, without `maximize` (agc_optims' Adam_AGC):
+    torch's dynamo-fallback decorator forwards the call, and the TypeError is raised in its frame."""
+
+    def _update(self) -> None:
+        from torch.optim.adam import adam  # torch's own functional step, as the optimizer imports it
+
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            state = [self.state[p] for p in params]
+            for entry, p in zip(state, params):
+                entry.setdefault("exp_avg", torch.zeros_like(p))
+                entry.setdefault("exp_avg_sq", torch.zeros_like(p))
+                entry.setdefault("step", torch.tensor(0.0))
+            adam(params, [p.grad for p in params], [e["exp_avg"] for e in state], [e["exp_avg_sq"] for e in state], [],
+                 [e["step"] for e in state], amsgrad=False, beta1=0.9, beta2=0.999, lr=group["lr"], weight_decay=0.0, eps=1e-8)

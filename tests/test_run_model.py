@@ -583,3 +583,24 @@ def test_one_error_raised_at_two_lines_of_one_function_is_one_red(pytester):
     out = result.stdout.str()
     result.assert_outcomes(failed=1, skipped=1)
     assert "blocked by the same error in" in out and "AttributeError: 'NoneType' object has no attribute 'detach'" in out, out
+
+
+def test_a_torch_function_called_with_arguments_it_does_not_take_is_the_optimizers_doing():
+    """agc_optims' Adam_AGC calls torch's functional adam() without `maximize`: torch's decorator frame
+    raises the TypeError, and the red said "torch's doing"."""
+    import torch
+
+    from planted_run_model import OldSignatureAdam
+
+    from pytest_optimtest.harness.blame import blame
+
+    param = torch.nn.Parameter(torch.ones(3))
+    param.grad = torch.ones(3)
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'maximize'") as raised:
+        OldSignatureAdam([param], lr=0.1).step()
+    found = blame(raised.value)
+    assert "torch" in found.innermost and "planted_run_model.py" in found.where  # torch's frame raised it
+    assert found.owner == "optimizer" and "calls torch's adam() with arguments that torch" in found.note
+    with pytest.raises(TypeError) as own:
+        torch.optim.SGD([param], lr=0.1).step(1)  # torch's own code, no optimizer frame: not the optimizer's
+    assert blame(own.value).owner != "optimizer"

@@ -93,9 +93,27 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     compiled = any((k == "torch" and "_dynamo" in f.filename) or f.name.startswith("torch_dynamo_resume_in_")
                    for f, k in zip(frames, kinds))
     generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
-    note = _optimizer_init_skipped(exc, frames)
+    init_skipped = _optimizer_init_skipped(exc, frames)
+    note = init_skipped or _called_with_arguments_torch_does_not_take(exc, frames, kinds)
     return Blame("optimizer" if note else owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled,
-                 generated, note, INIT_SKIPPED if note else "")
+                 generated, note, INIT_SKIPPED if init_skipped else "")
+
+
+_SIGNATURE_MISMATCH = re.compile(r"(\w+)\(\) (missing \d+ required|got an unexpected keyword argument|takes \d+ positional "
+                                 r"argument|got multiple values for argument)")
+
+
+def _called_with_arguments_torch_does_not_take(exc: BaseException, frames: list[traceback.FrameSummary],
+                                               kinds: list[str]) -> str:
+    """Why a TypeError over the arguments of a torch function that the optimizer's own line calls is the
+    optimizer's doing, though torch's frame raised it (a decorator forwarding *args, **kwargs: agc_optims'
+    Adam_AGC calls torch.optim's functional adam() without the `maximize` it has required since 1.13)."""
+    found = _SIGNATURE_MISMATCH.match(str(exc)) if isinstance(exc, TypeError) else None
+    callers = [f for f, k in zip(frames, kinds) if k == "optimizer"]
+    if found is None or not callers or kinds[-1] != "torch" or f"{found.group(1)}(" not in (callers[-1].line or ""):
+        return ""
+    return (f"its {callers[-1].name} calls torch's {found.group(1)}() with arguments that torch {torch.__version__}'s "
+            f"{found.group(1)} does not take (a torch function whose signature changed across releases): the optimizer's doing")
 
 
 # What torch.optim.Optimizer.__init__ sets and its other methods read (step's hook wrapper, zero_grad, state_dict)
