@@ -74,8 +74,9 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
     stored, dropped = _stored_flags(probe, form, base, ("foreach", "maximize"), factory)
+    base_problem = _stepped(probe, form, base, factory, steps=1)[1]  # the default case's own error: no option's refusal
     flag_cases = [(flag, value, *_constructible(probe, base, {flag: value}, defaults, form, factory,
-                                                 {"lr": lr} if lr_refusal else {})) for flag, value in
+                                                 {"lr": lr} if lr_refusal else {}, base_problem)) for flag, value in
                   ((f, not defaults[f] if isinstance(defaults[f], bool) else True) for f in flags if f not in DEVICE_FLAGS)]
     every_case = [base, *({**base, **kwargs} for _, _, kwargs, _ in flag_cases if kwargs is not None)]
     stored -= {flag for flag, _, kwargs, _ in flag_cases if kwargs is None}  # no law or property over a refused flag
@@ -86,7 +87,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype, needs_closure) if has_lr else None
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
-    tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory) if has_lr else None
+    tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory, base_problem) if has_lr else None
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"# Run it: pytest --optim-spec {name}.yaml   Then: pytest --optim-spec {name}.yaml --optim-update-expected",
@@ -257,31 +258,34 @@ def _needed_none_defaults(cls: type, kwargs: dict, fills: dict, unset: list[str]
 
 
 def _constructible(cls: type, base: dict, kwargs: dict, defaults: dict, form: Any, factory: Any,
-                   refused_lr: dict) -> tuple[dict | None, str]:
+                   refused_lr: dict, base_problem: str | None = None) -> tuple[dict | None, str]:
     """(kwargs the optimizer constructs and steps with over `base`, a note): `kwargs` as given; else
     with a zero-default number that the rejection names set to 0.9 (SGD's nesterov needs momentum),
     or with the lr it refused by default (`refused_lr`: HF Adafactor wants one once relative_step is
     off); else (None, why)."""
-    problem = _rejection(cls, base, kwargs, form, factory)
+    problem = _rejection(cls, base, kwargs, form, factory, base_problem)
     if problem is None:
         return kwargs, ""
     fixes = [{name: 0.9} for name, default in defaults.items() if name in problem and name not in kwargs
              and isinstance(default, (int, float)) and not isinstance(default, bool) and default == 0]
     for fix in [*fixes, *([refused_lr] if refused_lr else [])]:
         fixed = {**kwargs, **fix}
-        if _rejection(cls, base, fixed, form, factory) is None:
+        if _rejection(cls, base, fixed, form, factory, base_problem) is None:
             shown = ", ".join(f"{k}: {v}" for k, v in fix.items())
             return fixed, f"with {shown}, since alone it is rejected: {problem}"
     return None, f"{getattr(cls, 'func', cls).__name__} rejects it: {problem}"  # a partial binds the required kwargs
 
 
-def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any) -> str | None:
-    """What constructing the optimizer with these kwargs, or its first step, raised; None where both ran."""
+def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any, base_problem: str | None = None) -> str | None:
+    """What constructing the optimizer with these kwargs, or its first step, raised; None where both ran,
+    or where the step raised `base_problem`, the default case's own error (SGD_boost's KeyError without its
+    warmup_step: no option's refusal)."""
     try:
         construct(cls, form, factory(), {**base, **kwargs}, "cpu")
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
         return one_line(exc)
-    return _stepped(cls, form, {**base, **kwargs}, factory, steps=1)[1]
+    problem = _stepped(cls, form, {**base, **kwargs}, factory, steps=1)[1]
+    return None if problem is not None and problem == base_problem else problem
 
 
 def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any, Any, list[str]]:
