@@ -1,12 +1,15 @@
-"""Build cases from YAML text, for unit tests of checks and expansion; run a spec session verbosely."""
+"""Build cases from YAML text, for unit tests of checks and expansion; run a spec session verbosely, or
+serially over planted optimizers."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.torch_api import torch_version
@@ -41,3 +44,13 @@ def item_outcome(out: str, spec: str, check: str) -> str:
     match = re.search(rf"specs/[a-z_]*\.yaml::{spec}-default-cpu::{check} (PASSED|FAILED|SKIPPED|ERROR)", out)
     assert match, f"{spec} {check} not in the output:\n{out[-3000:]}"
     return match.group(1)
+
+
+def run_planted_spec(pytester: Any, modules: tuple[str, ...], spec: str, *args: str) -> tuple[Any, Any]:
+    """Run `spec` (a spec file's text, written as s.yaml beside copies of the planted `modules`) serially:
+    (the whole run, the run of its checkpoint item alone)."""
+    for module in modules:
+        shutil.copy(Path(__file__).parent / module, pytester.path / module)
+    pytester.makefile(".yaml", s=spec)
+    run = ("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly")
+    return pytester.runpytest_subprocess(*run, "-rfs", *args), pytester.runpytest_subprocess(*run, "-k", "checkpoint")

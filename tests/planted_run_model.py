@@ -680,18 +680,11 @@ class WarmupFirstSGD(PlainSGD):
     """Needs a `warmup_step()` of its own before its first step (SGD_boost: KeyError 'gsnr'), and skips
     grad-less params: given a closure that calls no backward it returns quietly, moving nothing."""
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _update(self) -> None:
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                p.add_(p.grad, alpha=-group["lr"] * self.state[p]["gsnr"])
-        return loss
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] * self.state[p]["gsnr"])
 
 
 class RaisingWithoutGradSGD(PlainSGD):

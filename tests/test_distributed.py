@@ -6,11 +6,9 @@ import re
 
 import json
 import os
-import shutil
-from pathlib import Path
 
 import pytest
-from helpers import cases_from, one_case
+from helpers import cases_from, one_case, run_planted_spec
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.ranks import RankFailure, RankJob, RankPools
@@ -103,14 +101,10 @@ def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimize
 def test_a_state_dict_zero_and_dcp_cannot_read_is_one_red_said_the_optimizers(pytester):
     """Lookahead's state_dict is {'optimizer', 'lookahead', ...}: ZeRO's KeyError 'param_groups' and DCP's
     KeyError 'state' (which DCP's red called torch's doing) are one root cause, the optimizer's."""
-    for module in ("planted.py", "planted_run_model.py"):
-        shutil.copy(Path(__file__).parent / module, pytester.path / module)
-    pytester.makefile(".yaml", nested="optimizer: planted_run_model:NestedStateDictSGD\nkwargs: {lr: 0.05}\n"
-                      "fsdp: {compiled: false}\nchecks: [zero, checkpoint]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "nested.yaml", "-n", "0", "-p", "no:randomly", "-rfs")
+    result, alone = run_planted_spec(pytester, ("planted.py", "planted_run_model.py"), "optimizer: planted_run_model:"
+                                     "NestedStateDictSGD\nkwargs: {lr: 0.05}\nfsdp: {compiled: false}\nchecks: [zero, checkpoint]\n")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*blocked by the same error in zero: its state_dict is not torch.optim's*"])
-    alone = pytester.runpytest_subprocess("--optim-spec", "nested.yaml", "-n", "0", "-p", "no:randomly", "-k", "checkpoint")
     alone.assert_outcomes(failed=1)
     told = alone.stdout.str()
     assert "diagnosis: NestedStateDictSGD.state_dict() holds ['optimizer', 'settings']: its state_dict is not" in told

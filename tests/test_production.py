@@ -4,12 +4,10 @@ FSDP2-sharded params (fsdp) and DCP checkpoints resumed at another world size (c
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
-from helpers import cases_from, one_case
+from helpers import cases_from, one_case, run_planted_spec
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.compare import tensor_difference
@@ -195,14 +193,11 @@ def test_a_save_that_steps_a_stateless_optimizer_is_dcps_doing_and_one_red(tmp_p
 def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
     """AdaBayes divides by lr: DCP's load at one process steps at lr 0 to create state, and so does the
     param_groups law's zero-lr group; one root cause, one red, the other item blocked by it."""
-    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
-    shutil.copy(Path(__file__).parent / "planted_production.py", pytester.path / "planted_production.py")
-    pytester.makefile(".yaml", lrdiv="optimizer: planted_production:LrDividingSGD\nkwargs: {lr: 0.05}\n"
-                      "fsdp: {compiled: false}\nlaws: {param_groups: true}\nchecks: [law_param_groups, checkpoint]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "lrdiv.yaml", "-n", "0", "-p", "no:randomly", "-rfs")
+    result, alone = run_planted_spec(pytester, ("planted.py", "planted_production.py"), "optimizer: planted_production:"
+                                     "LrDividingSGD\nkwargs: {lr: 0.05}\nfsdp: {compiled: false}\nlaws: {param_groups: true}\n"
+                                     "checks: [law_param_groups, checkpoint]\n")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*blocked by the same error in *: ZeroDivisionError: float division by zero*"])
-    alone = pytester.runpytest_subprocess("--optim-spec", "lrdiv.yaml", "-n", "0", "-p", "no:randomly", "-k", "checkpoint")
     alone.assert_outcomes(failed=1)  # the load, not DCP's save, met lr 0 (the state is there when saving)
     alone.stdout.fnmatch_lines(["*loading at one process (whole params) raised*ZeroDivisionError*"])
 
