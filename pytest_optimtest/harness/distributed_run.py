@@ -17,7 +17,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
-from .blame import told
+from .blame import one_line, told
 from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
@@ -140,10 +140,14 @@ class ZeroRefused(Exception):
         super().__init__(f"{when}: {why}")
 
 
-def _layout(optimizer: Any) -> str:
-    """Why ZeRO cannot read the optimizer's state_dict, where it is not torch.optim's layout (Magma's)."""
+def _consolidation_error(exc: BaseException, optimizer: Any) -> str:
+    """What ZeRO's consolidation raised, and whose doing it is: the optimizer's where its state_dict is not
+    torch.optim's layout (Magma's, Lookahead's), though ZeRO's frame raised the KeyError."""
     foreign = foreign_layout(optimizer)
-    return f"\n  diagnosis: {foreign} (ZeRO gathers and merges the ranks' 'state' and 'param_groups')" if foreign else ""
+    if not foreign:
+        return told(exc)
+    return (f"{one_line(exc)}, raised in ZeroRedundancyOptimizer reading it\n  diagnosis: {foreign} (ZeRO gathers and "
+            "merges the ranks' 'state' and 'param_groups')")
 
 
 def load_into_plain(case: Case, state_dict: Any) -> tuple[dict[str, Any], str | None]:
@@ -208,7 +212,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
         try:
             state = _cpu(opt.state_dict()) if rank == 0 else None
         except Exception as exc:  # noqa: BLE001  # rank 0 alone, after the last collective: told, DDP's run stands
-            raise ZeroRefused("saving its consolidated state_dict on rank 0", told(exc) + _layout(opt.optim)) from exc
+            raise ZeroRefused("saving its consolidated state_dict on rank 0", _consolidation_error(exc, opt.optim)) from exc
     else:
         state = _cpu(opt.state_dict())
     return _cpu_params(model), state
