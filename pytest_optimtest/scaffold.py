@@ -707,6 +707,8 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
     """Why the zero_lr property cannot hold (a step at lr 0 raises, or moves params: lr is not a step
     size there, or a decay ignores it), or None."""
     refused = _refusal(cls, form, {**base, "lr": 0.0}, shapes, dtype, needs_closure)
+    if refused is not None and refused == _refusal(cls, form, base, shapes, dtype, needs_closure):
+        return None  # the default case's own error (SGD_boost's KeyError), not lr 0's: its cases' reds say it
     if refused is not None:
         return f"raised {refused}"
     params = _loose_params(shapes, dtype)

@@ -264,7 +264,7 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:LossClosureSGD", ["skip:  # its step differentiates what its closure returns", "psgd's protocol"],
      ["fill in `params`"]),
     ("planted_run_model:WarmupFirstSGD", ["# one step over the default model raises (KeyError: 'gsnr', at ", "planted_run_model.py:"],
-     ["skip:", "psgd's protocol", "left out: tensor_lr"]),  # a step that moves nothing without grads does not
+     ["skip:", "psgd's protocol", "left out: tensor_lr", "zero_lr: left out"]),  # a step that moves nothing without grads does not
     # differentiate the closure's loss; and a tensor lr raising the default case's own error is no refusal of it
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],
      ["foreach: [{foreach: false}", "  maximize:"]),
