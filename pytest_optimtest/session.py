@@ -318,7 +318,7 @@ class OptimtestSession:
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
         if mechanism:  # one root cause however many places raise it (the step's hooks, state_dict's, on the ranks)
             failure = replace(failure, cause=f"{mechanism}: {failure.cause}", mechanism=mechanism)
-        claimed = self.root_causes.setdefault((item.case.key, mechanism or told or root_cause(exc)), item.nodeid)
+        claimed = self.root_causes.setdefault((item.case.key, mechanism or told or root_cause(exc, found=found)), item.nodeid)
         if claimed == item.nodeid:
             return failure, "root_cause"
         first = claimed.rsplit("::", 1)[-1].split("[")[0]

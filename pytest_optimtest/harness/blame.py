@@ -128,13 +128,13 @@ def mechanism(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
     return INIT_SKIPPED if _optimizer_init_skipped(exc, frames) else ""
 
 
-def root_cause(exc: BaseException, frames: list[traceback.FrameSummary] | None = None) -> str:
+def root_cause(exc: BaseException, frames: list[traceback.FrameSummary] | None = None, found: Blame | None = None) -> str:
     """The key of `exc`'s root cause, one red per case (session.py): the mechanism blame knows, else the
     error and the function that raised it (the optimizer's innermost, else the innermost), its line left
     out: DoG reads p.grad unasked at two lines of its step. `frames`: its traceback where it was kept
-    apart (DCP's failures on ranks)."""
+    apart (DCP's failures on ranks); `found`: blame(exc), where the caller has it."""
     if frames is None:
-        found = blame(exc)
+        found = found or blame(exc)
         known, where = found.mechanism, found.where or found.innermost
     else:
         known = mechanism(exc, frames)

@@ -306,7 +306,8 @@ def _save_cause(exc: BaseException) -> tuple[str, str]:
     rank's exception, for a CheckpointException."""
     first = _first_rank_failure(exc)
     if first is None:
-        return blame(exc).mechanism, root_cause(exc)
+        found = blame(exc)
+        return found.mechanism, root_cause(exc, found=found)
     return mechanism(first[1], first[2]), root_cause(first[1], first[2])
 
 
