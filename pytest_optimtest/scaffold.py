@@ -101,12 +101,13 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "cases:",
         "  - name: default",
     ]
+    names = {"default", "tensor_lr", "scheduled", "low_precision"}
     for flag, value, kwargs, note in flag_cases:
         if kwargs is None:
             lines.append(f"  # left out: {flag}: {value}: {note}")
             continue
         shown = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in kwargs.items())
-        lines += [f"  - name: {flag}" if value else f"  - name: no_{flag}", f"    kwargs: {{{shown}}}"
+        lines += [f"  - name: {_case_name(flag if value else f'no_{flag}', names)}", f"    kwargs: {{{shown}}}"
                   + (f"  # {note}" if note else "")]
     skipped = [f for f in flags if f in DEVICE_FLAGS]
     if skipped:
@@ -740,6 +741,17 @@ def _loose_params(shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> list
     for param in params:
         param.grad = torch.randn_like(param)
     return params
+
+
+def _case_name(text: str, taken: set[str]) -> str:
+    """A case name the schema accepts (lowercase letters, digits, underscores), made from a kwarg's
+    name (OPTAMI's `CG_subsolver`), and not one of `taken`, which it joins."""
+    name = re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_") or "case"
+    unique, n = name, 2
+    while unique in taken:
+        unique, n = f"{name}_{n}", n + 1
+    taken.add(unique)
+    return unique
 
 
 def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], empty: bool = True,

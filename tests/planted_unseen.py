@@ -406,3 +406,12 @@ class FlagInStateSGD(PlainSGD):
     def load_state_dict(self, state_dict):
         self._first_step = state_dict["state"].pop("_first_step")
         super().load_state_dict(state_dict)
+
+
+class CapitalFlagSGD(PlainSGD):
+    """Flags named as OPTAMI's DampedNewton names them (`CG_subsolver`): init's case names must still load."""
+
+    def __init__(self, params, lr=0.1, CG_subsolver=True, Verbose=False):  # the package's spelling
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            group.update(CG_subsolver=CG_subsolver, Verbose=Verbose)

@@ -317,6 +317,18 @@ def test_init_writes_how_the_constructor_takes_its_params_and_the_spec_validates
     assert line in (tmp_path / "spec.yaml").read_text()
 
 
+def test_init_names_cases_after_capitalised_flags_as_the_schema_allows(tmp_path, capsys):
+    """OPTAMI's DampedNewton(CG_subsolver=True): init wrote `name: no_CG_subsolver`, which its own loader refused."""
+    from pytest_optimtest.scaffold import _case_name, write_starter_spec
+
+    assert write_starter_spec("planted_unseen:CapitalFlagSGD", tmp_path / "spec.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "spec.yaml").read_text()
+    assert "  - name: no_cg_subsolver\n    kwargs: {CG_subsolver: false}" in text
+    assert "  - name: verbose\n    kwargs: {Verbose: true}" in text
+    taken = {"default"}
+    assert [_case_name(t, taken) for t in ("Nesterov", "nesterov", "--", "default")] == ["nesterov", "nesterov_2", "case", "default_2"]
+
+
 def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
     from pytest_optimtest.scaffold import starter_spec
 
