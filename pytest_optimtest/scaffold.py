@@ -10,6 +10,7 @@ expanding it before it is written.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import re
@@ -22,7 +23,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
-from .harness.builder import step_on_grads, zero_grads
+from .harness.builder import make_closure, step_on_grads, zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -33,11 +34,16 @@ from .spec.values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, resolve, ta
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
 
+# How a probe's closure makes grads: the protocol `_params_form` found (`backward:` in the spec) holds
+# for every probe after it, and each probe builds its own closure.
+_PROBE_BACKWARD: contextvars.ContextVar[str] = contextvars.ContextVar("probe_backward", default="plain")
+
+
 def starter_spec(optimizer: str) -> tuple[str, str]:
     """(file name, YAML text) of a starter spec for the optimizer at `optimizer`. What the optimizer
     prints while it is tried goes to stderr: `init -o -` writes the spec itself to stdout."""
     with contextlib.redirect_stdout(sys.stderr):
-        return _starter_spec(optimizer)
+        return contextvars.copy_context().run(_starter_spec, optimizer)  # the protocol it finds is this spec's alone
 
 
 def _starter_spec(optimizer: str) -> tuple[str, str]:
@@ -67,6 +73,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
     form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {}, wraps[0] if wraps else None)
+    _PROBE_BACKWARD.set(next((line.split()[1] for line in form_lines if line.startswith("backward: ")), "plain"))
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
     lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
@@ -351,6 +358,9 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     if step_problem and _stepped(cls, form, kwargs, factory, steps=1, dtype=torch.bfloat16)[1] is None:
         lines.append(f"dtypes: [bfloat16]  # its step refuses float32 params and steps bf16 ones: {step_problem}")
         return form, factory, lines
+    protocol = _backward_protocol(cls, form, kwargs, step_problem) if step_problem else None
+    if protocol is not None:
+        return form, factory, [*lines, protocol]
     skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
     if skip is not None:
         comment, reason = skip
@@ -386,11 +396,35 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step calls its closure with arguments ({given}): {step_problem}",
                 "its step calls the closure with arguments, a protocol of its own: torch.optim's closures take none, "
                 "and so do the plugin's")
-    if _differentiates_closure(cls, form, kwargs):
-        return (f"its step differentiates what its closure returns ({step_problem})",
-                "its step takes the loss from its closure before backward and differentiates it itself (psgd's "
-                "protocol): torch.optim's closures call backward, and so do the plugin's")
     return None
+
+
+def _backward_protocol(cls: type, form: Any, kwargs: dict, step_problem: str) -> str | None:
+    """The spec's `backward:` line where the step differentiates what its closure made and moves the
+    params that way: the loss itself (psgd's Kron, OPTAMI's DampedNewton) or p.grad's graph (AdaHessian,
+    Sophia-H, LCG), where the plain protocol's step raised `step_problem`; None where neither moves them."""
+    for protocol, what in (("by_step", "the loss its closure returns, without backward (psgd's protocol)"),
+                           ("create_graph", "p.grad, which needs backward(create_graph=True) in its closure (a Hessian "
+                                            "estimate)")):
+        if _moves_under(cls, form, kwargs, protocol):
+            return f"backward: {protocol}  # its step differentiates {what}; plainly it raised {step_problem}"
+    return None
+
+
+def _moves_under(cls: type, form: Any, kwargs: dict, protocol: str) -> bool:
+    """Whether two steps given a closure that makes grads by `protocol` run and move the params. Moves
+    them: a step that skips grad-less params (SGD_boost) returns quietly given a closure without backward."""
+    torch.manual_seed(0)
+    model, batch = two_linear(), torch.randn(10, IN_FEATURES)
+    before = [p.detach().clone() for p in model.parameters()]
+    try:
+        optimizer = construct(cls, form, model, kwargs, "cpu")
+        closure = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=protocol)
+        for _ in range(2):
+            optimizer.step(closure)
+    except Exception:  # noqa: BLE001  # not that protocol
+        return False
+    return any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
 
 
 def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
@@ -418,21 +452,6 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
     return ", ".join(shown) if shown else None
 
 
-def _differentiates_closure(cls: type, form: Any, kwargs: dict) -> bool:
-    """Whether the step moves the params given a closure that returns the loss without calling backward
-    (psgd's Kron and LRA call torch.autograd.grad on it), where torch.optim's protocol has the closure
-    call backward. Moves them: a step that skips grad-less params (SGD_boost) returns quietly too."""
-    torch.manual_seed(0)
-    model, batch = two_linear(), torch.randn(10, IN_FEATURES)
-    before = [p.detach().clone() for p in model.parameters()]
-    try:
-        optimizer = construct(cls, form, model, kwargs, "cpu")
-        optimizer.step(lambda: model(batch).pow(2).sum())
-    except Exception:  # noqa: BLE001  # not that protocol either
-        return False
-    return any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
-
-
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
 
 
@@ -454,9 +473,11 @@ def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) ->
     model = factory().to(torch.bfloat16)
     try:
         optimizer = construct(cls, form, model, {"lr": lr} if lr is not None else {}, "cpu")
-        model(torch.randn(10, IN_FEATURES, dtype=torch.bfloat16)).pow(2).sum().backward()
+        closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES, dtype=torch.bfloat16),
+                               lambda out: out.pow(2).sum(), backward=_PROBE_BACKWARD.get())
+        closure()
         for _ in range(2):
-            optimizer.step()
+            optimizer.step() if _PROBE_BACKWARD.get() == "plain" else optimizer.step(closure)
     except Exception as exc:  # the optimizer's verdict on bf16 params
         return f"its step raised over bf16 params ({one_line(exc)})"
     seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(optimizer.state)
@@ -514,7 +535,8 @@ def _movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype 
     """Param movement, in the dtype's default tolerance, that the checks and the laws will see: the
     smaller of two eager steps of the model on fixed grads and of the laws' regime; None if a step raised."""
     moved, problem = _stepped(cls, form, {"lr": lr}, factory, steps=2, dtype=dtype)
-    law_moved = _law_regime_movement(cls, form, factory, lr, dtype)
+    # the laws' regime steps on grads set by hand: not one for a step that differentiates its closure's graph
+    law_moved = moved if _PROBE_BACKWARD.get() != "plain" else _law_regime_movement(cls, form, factory, lr, dtype)
     return None if problem or law_moved is None else min(moved, law_moved)
 
 
@@ -577,16 +599,10 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
     model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     batch = torch.randn(10, IN_FEATURES).to(dtype)
+    closure = closure or _PROBE_BACKWARD.get() != "plain"  # grads set beforehand have no graph for such a step
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
-
-        def loss() -> torch.Tensor:
-            with torch.enable_grad():
-                zero_grads(optimizer, model.parameters)
-                value = model(batch).pow(2).sum()
-                value.backward()
-            return value
-
+        loss = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=_PROBE_BACKWARD.get())
         loss.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
 
         loss()
@@ -633,6 +649,8 @@ def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch
     """The spec's closure variants: both, unless the step raises without a closure and steps with one
     (QQN's `step(closure=None)` asserts it was given one), or the reverse (Adams_ZeRO's asserts it was
     not): a signature cannot say so."""
+    if _PROBE_BACKWARD.get() != "plain":
+        return "closure: [true]  # its backward protocol steps with a closure"
     alone = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=False)[1]
     given = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=True)[1]
     if alone is not None and given is None:
@@ -649,10 +667,12 @@ def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factor
     model = factory().to(dtype)
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
-        model(torch.randn(10, IN_FEATURES).to(dtype)).pow(2).sum().backward()
+        closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES).to(dtype), lambda out: out.pow(2).sum(),
+                               backward=_PROBE_BACKWARD.get())
+        closure()
         state = torch.get_rng_state()
         for _ in range(3):
-            optimizer.step()
+            optimizer.step() if _PROBE_BACKWARD.get() == "plain" else optimizer.step(closure)
     except Exception:  # noqa: BLE001  # the step probes above report what it raised
         return False
     return not torch.equal(state, torch.get_rng_state())
@@ -668,6 +688,8 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
     if form == "model":
         return {}, ["fuzzed shapes: init cannot hand the model loose params; set min_dims / allow_empty if it "
                     "refuses some"]
+    if _PROBE_BACKWARD.get() != "plain":
+        return {}, []  # the properties step on grads set by hand, which have no graph for it: none is proposed
     settings: dict[str, Any] = {}
     notes = []
     # an empty param of either side: fuzz draws both (Muon divides by the last side's size)
@@ -715,7 +737,7 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
     params = _loose_params(shapes, dtype)
     before = [p.detach().clone() for p in params]
     try:
-        step_on_grads(construct(cls, form, params, {**base, "lr": 0.0}, "cpu"), params, needs_closure)
+        step_on_grads(construct(cls, form, params, {**base, "lr": 0.0}, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # as the refusal probe's, on a second try
         return f"raised {one_line(exc)}"
     if any(not torch.equal(b, p.detach()) for b, p in zip(before, params)):
@@ -728,7 +750,7 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     """What one step over loose params of these shapes raised, or None."""
     params = _loose_params(shapes, dtype)
     try:
-        step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure)
+        step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
         return one_line(exc)
     return None
@@ -784,6 +806,9 @@ def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: 
     """The metamorphic properties the constructor allows; elementwise commented out (init cannot know),
     dtypes only where the state follows the param's dtype, zero_lr only where a step at lr 0 runs;
     each drawing only the shapes it steps."""
+    if _PROBE_BACKWARD.get() != "plain":
+        return [f"# fuzz: none: its properties step on grads set by hand, which have no graph for a step that "
+                f"differentiates its closure's (backward: {_PROBE_BACKWARD.get()})"]
     bounds = "".join(f", {k}: {str(v).lower()}" for k, v in shapes.items())
     every = f"{{examples: {{ci: 10, dev: 20}}{bounds}}}"
     lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (docs/fuzzing.md)",

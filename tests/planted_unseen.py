@@ -415,3 +415,37 @@ class CapitalFlagSGD(PlainSGD):
         super().__init__(params, lr)
         for group in self.param_groups:
             group.update(CG_subsolver=CG_subsolver, Verbose=Verbose)
+
+
+class HessianScaledSGD(PlainSGD):
+    """AdaHessian's protocol: the step differentiates p.grad (a Hessian-vector product), so its closure
+    must call backward(create_graph=True). Correct: scales each grad by its curvature along ones."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        curvature = torch.autograd.grad([p.grad for p in params], params, [torch.ones_like(p) for p in params])
+        for group in self.param_groups:
+            for p, h in zip(params, curvature):
+                p.sub_(group["lr"] * p.grad / (h.abs() + 1.0))
+        return loss
+
+
+class LossDifferentiatingSGD(PlainSGD):
+    """psgd's protocol: the closure returns the loss without backward and the step differentiates it,
+    twice (a Newton-like step along the grad). Correct."""
+
+    def step(self, closure):
+        loss = closure()
+        params = [p for group in self.param_groups for p in group["params"]]
+        grads = torch.autograd.grad(loss, params, create_graph=True)
+        curvature = torch.autograd.grad(grads, params, grads)
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p, g, h in zip(params, grads, curvature):
+                    p.sub_(group["lr"] * g / (h.abs() + 1.0))
+        return loss.detach()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -327,6 +328,47 @@ def test_init_names_cases_after_capitalised_flags_as_the_schema_allows(tmp_path,
     assert "  - name: verbose\n    kwargs: {Verbose: true}" in text
     taken = {"default"}
     assert [_case_name(t, taken) for t in ("Nesterov", "nesterov", "--", "default")] == ["nesterov", "nesterov_2", "case", "default_2"]
+
+
+@pytest.mark.parametrize(("optimizer", "protocol"), [("planted_unseen:HessianScaledSGD", "create_graph"),
+                                                     ("planted_unseen:LossDifferentiatingSGD", "by_step")])
+def test_a_step_that_differentiates_its_closures_graph_is_run_by_its_protocol(pytester, optimizer, protocol):
+    """AdaHessian, Sophia-H, psgd's Kron, OPTAMI's DampedNewton: init wrote a skip ("not supported") or a
+    spec whose every item was red with "element 0 of tensors does not require grad". Now init finds the
+    protocol, and the runs that can serve it (closure steps, grad on) pass; those that set grads by hand
+    are not applicable, saying why, and are never red."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    # init in its own process: in this one, pytester's sys.modules snapshot would drop what the probes import
+    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", optimizer, "-o", "s.yaml").ret == 0
+    text = (pytester.path / "s.yaml").read_text()
+    assert f"\nbackward: {protocol}  # its step differentiates " in text and "\nclosure: [true]" in text
+    assert "\nskip:" not in text and "\nfuzz:" not in text  # no property steps on grads set by hand
+    (pytester.path / "s.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rs", "-v",
+                                           "-k", "default and (parity or law_)")
+    out = result.stdout.str()
+    # compiled, the step's autograd call breaks the graph: parity passes where the rest compiles (torch 2.13),
+    # or says that nothing compiled (2.15); never a red of the protocol itself
+    assert "::parity PASSED" in out or "its ladder's rung 'graph_captured' failed" in out, out[-3000:]
+    assert "does not require grad" not in out and "double backward" not in out, out[-3000:]
+    assert result.parseoutcomes().get("failed", 0) == out.count("its ladder's rung 'graph_captured' failed"), out[-3000:]
+    result.stdout.fnmatch_lines(["*-default-closure-cpu::law_descent PASSED*"])
+    result.stdout.fnmatch_lines([f"*the spec's `backward: {protocol}` (a step that differentiates the graph its closure made) and this "
+                                 "run's grads set by hand, which have no graph behind them: not applicable*"])
+
+
+def test_a_backward_protocol_without_a_closure_is_a_spec_error_naming_the_key(tmp_path):
+    from helpers import cases_from
+
+    from pytest_optimtest.spec import SpecError
+
+    spec = ("optimizer: planted_unseen:HessianScaledSGD\nkwargs: {lr: 0.1}\nbackward: create_graph\n"
+            "closure: [false, true]\n")
+    with pytest.raises(SpecError, match=r"spec.yaml:4: \[closure\] .*backward: create_graph steps only with a closure"):
+        cases_from(tmp_path, spec)
+    cases = cases_from(tmp_path, spec.replace("closure: [false, true]\n", ""))
+    assert cases and all(case.closure and case.backward == "create_graph" for case in cases)
 
 
 def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -118,9 +119,11 @@ def requires_closure(optimizer_cls: type) -> bool:
 def step_grad_mode(case: Any) -> contextlib.AbstractContextManager:
     """The grad mode a step runs under: no_grad, as PyTorch's compiled-optimizer tests step (and as
     torch.optim's step sets for itself: its compiled raw step goes without that wrapper); grad enabled
-    where the spec says `grad_mode: enabled`, as a training loop steps (a step that runs autograd itself).
-    A step(closure) gets grad for its closure either way: the closures enable it themselves."""
-    return torch.enable_grad() if case.grad_mode == "enabled" else torch.no_grad()
+    where the spec says `grad_mode: enabled`, as a training loop steps (a step that runs autograd itself),
+    and for a step that differentiates its closure's graph (`backward` other than plain: a Hessian-vector
+    product under no_grad records no graph to differentiate again). A step(closure) gets grad for its
+    closure either way: the closures enable it themselves."""
+    return torch.enable_grad() if case.grad_mode == "enabled" or case.backward != "plain" else torch.no_grad()
 
 
 def law_closure(case: Any, optimizer_cls: type) -> tuple[bool, bool]:
@@ -134,13 +137,15 @@ def law_closure(case: Any, optimizer_cls: type) -> tuple[bool, bool]:
 def step_on_set_grads(case: Any, optimizer: Any, params: Iterable[torch.Tensor]) -> None:
     """`optimizer.step()` on the grads `params` hold now, with a closure where the step must have one
     (its signature, or the spec's `closure: [true]`): see `step_on_grads`."""
-    step_on_grads(optimizer, params, law_closure(case, type(optimizer))[1])
+    step_on_grads(optimizer, params, law_closure(case, type(optimizer))[1], case.backward)
 
 
-def step_on_grads(optimizer: Any, params: Iterable[torch.Tensor], with_closure: bool) -> None:
+def step_on_grads(optimizer: Any, params: Iterable[torch.Tensor], with_closure: bool, backward: str = "plain") -> None:
     """`optimizer.step()` on the grads `params` hold now; `with_closure`: given a closure that sets those
     same grads again and returns the linear loss they are the gradient of, so that what steps preset
-    grads applies to a step that must have a closure too."""
+    grads applies to a step that must have a closure too. Not applicable under a `backward` other than
+    plain: preset grads have no graph for the step to differentiate."""
+    require_graph_free_grads(backward)
     if not with_closure:
         optimizer.step()
         return
@@ -154,6 +159,14 @@ def step_on_grads(optimizer: Any, params: Iterable[torch.Tensor], with_closure: 
             return torch.stack(terms).sum() if terms else torch.zeros((), device=held[0][0].device if held else "cpu")
 
     optimizer.step(closure)
+
+
+def require_graph_free_grads(backward: str) -> None:
+    """A run that sets grads by hand cannot serve a step that differentiates its closure's graph (the
+    loss's, or p.grad's): there is none behind them (a linear stand-in has no second derivative)."""
+    if backward != "plain":
+        raise NotApplicable(f"the spec's `backward: {backward}` (a step that differentiates the graph its closure made) and "
+                            "this run's grads set by hand, which have no graph behind them: not applicable")
 
 
 def require_closure_parameter(opt: torch.optim.Optimizer) -> None:
@@ -178,20 +191,34 @@ def zero_grads(optimizer: Any, params: Any) -> None:
 
 
 def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: torch.Tensor, loss_fn: Any,
-                 graph_break: bool = False) -> Callable[[], torch.Tensor]:
-    """The usual closure: zero grads, forward, backward, return the loss (optionally breaking the graph).
-    It enables grad itself, as a user's closure runs with grad on: torch.optim's step enables it for
-    the closure, and a step that does not (many third-party ones) must not fail for the harness's no_grad."""
+                 graph_break: bool = False, backward: str = "plain") -> Callable[[], torch.Tensor]:
+    """The usual closure: zero grads, forward, backward as the spec's `backward` says, return the loss
+    (optionally breaking the graph). It enables grad itself, as a user's closure runs with grad on:
+    torch.optim's step enables it for the closure, and a step that does not (many third-party ones)
+    must not fail for the harness's no_grad."""
     def closure() -> torch.Tensor:
         with torch.enable_grad():
             zero_grads(opt, model.parameters)
             loss = loss_fn(model(inputs))
             if graph_break:
                 torch_api.graph_break()
-            loss.backward()
+            closure_backward(loss, backward)
         return loss
 
     return closure
+
+
+def closure_backward(loss: torch.Tensor, backward: str) -> None:
+    """A closure's backward under the spec's protocol: plain, create_graph (grads that carry their graph,
+    for a step that differentiates them), or none at all (by_step: the step differentiates the loss)."""
+    if backward == "by_step":
+        return
+    if backward == "create_graph":
+        with warnings.catch_warnings():  # the param-grad reference cycle it warns of is what such a step asks for
+            warnings.filterwarnings("ignore", "Using backward\\(\\) with create_graph=True", UserWarning)
+            loss.backward(create_graph=True)
+        return
+    loss.backward()
 
 
 @dataclass
@@ -213,17 +240,21 @@ class ClosureCompiles:
 
 
 def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: bool = False,
-                 backend: str | Callable[..., Any] = "inductor", closure_compiles: ClosureCompiles | None = None) -> Callable[[], None]:
+                 backend: str | Callable[..., Any] = "inductor", closure_compiles: ClosureCompiles | None = None,
+                 backward: str = "plain") -> Callable[[], None]:
     """torch.compile of the optimizer's raw step (see torch_api.raw_step), as PyTorch's tests do.
     A closure runs outside the step's trace (its own frames still compile), counted into
-    `closure_compiles`: graphs of the closure are not evidence that the step compiled."""
+    `closure_compiles`: graphs of the closure are not evidence that the step compiled. Under a
+    `backward` other than plain the closure runs eagerly, frames and all: the step differentiates
+    what it made, and a graph made by compiled frames cannot be differentiated twice (aot_autograd)."""
     step = torch_api.raw_step(opt)
     torch_api.mark_step_called(opt)
     if closure is None:
         def fn() -> None:
             step()
     else:
-        counted = _counted_closure(closure, closure_compiles if closure_compiles is not None else ClosureCompiles())
+        counted = _counted_closure(closure if backward == "plain" else torch_api.eager(closure),
+                                   closure_compiles if closure_compiles is not None else ClosureCompiles())
 
         def fn() -> None:
             step(counted)

@@ -66,6 +66,9 @@ class _Payload:
 def unavailable_reason(case: Case) -> str | None:
     """Why this machine cannot run the case on `world_size` ranks, or None."""
     world_size = case.distributed.world_size
+    if case.backward != "plain":
+        return (f"the spec's `backward: {case.backward}`: DDP and FSDP2 reduce grads in the hooks of loss.backward(), and a "
+                "step that differentiates its closure's graph itself would get its rank's unreduced grads: not applicable")
     if case.device == "cuda" and torch.cuda.device_count() < world_size:
         return f"distributed cuda case: needs {world_size} CUDA devices (one per rank), found {torch.cuda.device_count()}"
     if case.device not in ("cpu", "cuda"):

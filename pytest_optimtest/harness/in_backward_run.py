@@ -66,6 +66,9 @@ class CannotApply(Exception):
 def require_param_list(case: Case) -> None:
     """_apply_optimizer_in_backward builds one optimizer per param from a one-param list, and steps
     it in a hook of autograd's backward, where grad is off."""
+    if case.backward != "plain":
+        raise CannotApply(f"the spec declares `backward: {case.backward}` (a step that differentiates the graph its closure "
+                          "made), and _apply_optimizer_in_backward steps each param inside the one backward, with no closure")
     if case.grad_mode == "enabled":
         raise CannotApply("the spec declares `grad_mode: enabled` (a step that runs autograd itself), and "
                           "_apply_optimizer_in_backward steps it inside autograd's backward, where grad is off")

@@ -14,7 +14,8 @@ import torch
 
 from ..spec.schema import DEFAULT_TOLERANCES
 from ..spec.values import build_kwargs, resolve
-from .builder import law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup, zero_grads
+from .builder import (closure_backward, law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup,
+                      zero_grads)
 from .compare import value_differences
 from .devices import seed_all
 from .isolation import isolated_case
@@ -240,7 +241,7 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
             with torch.enable_grad():
                 zero_grads(optimizer, (contiguous, transposed))
                 loss = loss_fn(a, b, target, contiguous, transposed)
-                loss.backward()
+                closure_backward(loss, case.backward)
             return loss
 
         with_closure = law_closure(case, type(optimizer))[0]

@@ -18,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .blame import optimizer_frame
-from .builder import law_closure, make_optimizer, step_grad_mode
+from .builder import law_closure, make_optimizer, require_graph_free_grads, step_grad_mode
 from .devices import seed_all
 from .isolation import isolated_case
 from ..spec.schema import Tolerance
@@ -114,6 +114,7 @@ def _numpy() -> ModuleType | None:
 
 def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[str, Any]],
              numpy: ModuleType | None, watch_grads: bool = False, probe_hooks: bool = False) -> Observation:
+    require_graph_free_grads(case.backward)
     own = copy_params(params)
     optimizer = make_optimizer(case, list(own.items()))
     names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}

@@ -227,7 +227,8 @@ class _Stepping:
                  log: list[str], data: Data) -> None:
         self.case, self.regime, self.model, self.optimizer, self.result, self.log = case, regime, model, optimizer, result, log
         self.names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
-        self.step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure)
+        self.step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure,
+                             case.backward)
         self.grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
         self.schedulers = [make_scheduler(case, optimizer)] if regime.scheduler and case.scheduler else []
         self.first = regime.resume.step if regime.resume else 0
@@ -339,10 +340,10 @@ def _model(case: Any, regime: Regime) -> tuple[torch.nn.Module, Data]:
 
 
 def _stepper(regime: Regime, closure: Callable[[], Any] | None, optimizer: Any,
-             closure_compiles: ClosureCompiles) -> Callable[[], Any]:
+             closure_compiles: ClosureCompiles, backward: str) -> Callable[[], Any]:
     """The step as the regime takes it: compiled or eager, with the closure or without."""
     if regime.compiled:
-        return compile_step(optimizer, closure, backend=regime.backend, closure_compiles=closure_compiles)
+        return compile_step(optimizer, closure, backend=regime.backend, closure_compiles=closure_compiles, backward=backward)
     if closure is None:
         return optimizer.step
     return lambda: optimizer.step(closure)
@@ -357,7 +358,7 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
     if wanted:
         require_closure_parameter(optimizer)
     if wanted and data is not None:
-        closure = make_closure(model, optimizer, *data, regime.closure_graph_break)
+        closure = make_closure(model, optimizer, *data, regime.closure_graph_break, case.backward)
 
         def counted() -> Any:
             result.closure_calls += 1

@@ -99,6 +99,13 @@ def outside_step_trace(fn: Callable[..., Any]) -> Callable[..., Any]:
     return torch._dynamo.disable(fn, recursive=False)
 
 
+def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` and every frame it calls run eagerly, wherever it is called from (dynamo.disable)."""
+    import torch._dynamo
+
+    return torch._dynamo.disable(fn)
+
+
 def graph_break_reasons() -> list[str]:
     """dynamo's reason for each distinct graph break since the last reset."""
     return list(graph_break_counts())
@@ -267,6 +274,14 @@ def init_group_traced() -> Iterator[None]:
     from torch._dynamo.variables.optimizer import OptimizerVariable  # private: the one place it is named
     from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
 
+    table = vars(OptimizerVariable).get("tp_methods")
+    if isinstance(table, dict) and "_init_group" in table:  # torch 2.15: a declarative method table; without the entry it inlines
+        OptimizerVariable.tp_methods = {k: v for k, v in table.items() if k != "_init_group"}  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            OptimizerVariable.tp_methods = table  # type: ignore[attr-defined]
+        return
     shortcut = OptimizerVariable.call_method
 
     def traced(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:

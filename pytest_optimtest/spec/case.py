@@ -52,6 +52,7 @@ class Case:
     strict: bool = False  # vacuous items fail instead of skipping
     fallback_random: bool = False
     grad_mode: str = "no_grad"  # the spec's: the grad mode steps run under
+    backward: str = "plain"  # the spec's: how a closure makes the grads (plain, create_graph, by_step)
     timeout_s: float = 900
     setup: str | None = None
     distributed: DistributedSpec = DistributedSpec()

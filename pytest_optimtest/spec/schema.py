@@ -6,7 +6,7 @@ import functools
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, create_model, field_validator, model_validator
 
 Device = Literal["cpu", "cuda", "mps"]
 Dtype = Literal["float32", "bfloat16", "float16", "float64"]
@@ -16,6 +16,16 @@ TORCH_VERSION = re.compile(r"^\d+\.\d+$")
 MAX_STEPS = 1000  # optimizer steps, train iterations: a typo like 10**20 is a spec error, not a hang
 MAX_COMPILES = 100
 MAX_EXAMPLES = 1_000_000
+
+
+Backward = Literal["plain", "create_graph", "by_step"]
+
+
+def _closure_needed(backward: str, key: str) -> None:
+    """A run without a closure has grads set by hand, with no graph behind them to differentiate."""
+    if backward != "plain":
+        raise ValueError(f"backward: {backward} steps only with a closure (grads set by hand have no graph for the step "
+                         f"to differentiate): give {key} [true], or leave it out")
 
 
 class StrictModel(BaseModel):
@@ -278,6 +288,11 @@ class Spec(StrictModel):
         "(model.named_parameters()), model (the module itself), a list of param groups selected by name or shape, or "
         "wrapped (none of its own: a wrapper such as Lookahead gets them through the base optimizer it wraps, a kwarg "
         "given as {optimizer: ..., kwargs: ...})")
+    backward: Backward = Field(
+        "plain", description="how a closure makes the grads its step reads: plain, loss.backward() (torch.optim's protocol); "
+        "create_graph, loss.backward(create_graph=True), for a step that differentiates p.grad (AdaHessian's and Sophia-H's "
+        "Hessian estimates); by_step, no backward: the closure returns the loss and the step differentiates it (psgd's "
+        "Kron, OPTAMI's DampedNewton). Other than plain, every run steps with a closure (the spec's `closure` is [true])")
     cases: list[CaseSpec] = Field([CaseSpec(name="default")], min_length=1, description="named configurations, "
                                   "like PyTorch's OptimizerInput (default: one case, 'default')")
     grid: dict[str, GridAxis] = Field({}, description="kwarg -> values crossed with every case, e.g. {foreach: [false, true]}")
@@ -325,6 +340,29 @@ class Spec(StrictModel):
     @classmethod
     def _tolerance_shorthand(cls, value: Any) -> Any:
         return _per_dtype(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _closure_for_backward(cls, value: Any) -> Any:
+        """A spec whose step differentiates its closure's graph steps with a closure unless it says otherwise."""
+        if isinstance(value, dict) and value.get("backward", "plain") != "plain" and "closure" not in value:
+            return {**value, "closure": [True]}
+        return value
+
+    @field_validator("cases")
+    @classmethod
+    def _case_closures(cls, cases: list[CaseSpec], info: ValidationInfo) -> list[CaseSpec]:
+        for i, case in enumerate(cases):
+            if case.closure is not None and False in case.closure:
+                _closure_needed(info.data.get("backward", "plain"), f"cases[{i}].closure ({case.name})")
+        return cases
+
+    @field_validator("closure")
+    @classmethod
+    def _spec_closure(cls, closure: list[bool], info: ValidationInfo) -> list[bool]:
+        if False in closure:
+            _closure_needed(info.data.get("backward", "plain"), "closure")
+        return closure
 
     @field_validator("grid", mode="before")
     @classmethod
