@@ -421,18 +421,12 @@ class HessianScaledSGD(PlainSGD):
     """AdaHessian's protocol: the step differentiates p.grad (a Hessian-vector product), so its closure
     must call backward(create_graph=True). Correct: scales each grad by its curvature along ones."""
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _update(self) -> None:
         params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
         curvature = torch.autograd.grad([p.grad for p in params], params, [torch.ones_like(p) for p in params])
         for group in self.param_groups:
             for p, h in zip(params, curvature):
                 p.sub_(group["lr"] * p.grad / (h.abs() + 1.0))
-        return loss
 
 
 class LossDifferentiatingSGD(PlainSGD):

@@ -31,6 +31,14 @@ def test_dcp_checkpoint_is_not_applicable_to_an_optimizer_that_is_not_a_torch_op
         CHECKS["checkpoint"].run(case, RunCache())
 
 
+def test_a_state_dict_round_trip_is_not_applicable_to_an_optimizer_without_one(tmp_path):
+    """psgd's Affine and LRA: 'an error inside pytest-optimtest (a bug of ours)', AttributeError 'state_dict'."""
+    case = one_case(tmp_path, "optimizer: planted_unseen:PlainObjectSGD\nkwargs: {lr: 0.01}\nchecks: [state_dict]\n"
+                              "closure: [true]\n")
+    with pytest.raises(NotApplicable, match="PlainObjectSGD has no state_dict or load_state_dict .*: a checkpoint can neither"):
+        CHECKS["state_dict"].run(case, RunCache())
+
+
 def test_a_sharded_run_that_differs_from_one_process_is_fsdps_red_not_checkpoints(tmp_path):
     case = one_case(tmp_path, "optimizer: planted_unseen:ShardNormSGD\nkwargs: {lr: 0.01}\nchecks: [fsdp, checkpoint]\n"
                               "fsdp: {compiled: false}\n")

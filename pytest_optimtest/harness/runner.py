@@ -381,12 +381,23 @@ def _set_grads(model: torch.nn.Module, grads: list[torch.Tensor | None], missing
 
 
 def _checkpoint(step: int, model: torch.nn.Module, optimizer: Any) -> Checkpoint:
+    _require_state_dict(optimizer)
     buffer = io.BytesIO()
     torch.save(optimizer.state_dict(), buffer)
     return Checkpoint(step, {name: p.detach().clone() for name, p in model.named_parameters()}, buffer.getvalue())
 
 
+def _require_state_dict(optimizer: Any) -> None:
+    """A run that checkpoints needs the optimizer's state_dict and load_state_dict (psgd's Affine and LRA
+    are no torch.optim optimizers and have neither): without them it does not apply, and says so."""
+    missing = [name for name in ("state_dict", "load_state_dict") if not callable(getattr(optimizer, name, None))]
+    if missing:
+        raise NotApplicable(f"{type(optimizer).__qualname__} has no {' or '.join(missing)} (it is no torch.optim "
+                            "optimizer): a checkpoint can neither save nor restore it, so this run does not apply")
+
+
 def _load(checkpoint: Checkpoint, model: torch.nn.Module, optimizer: Any) -> None:
+    _require_state_dict(optimizer)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(checkpoint.params[name])
