@@ -2,7 +2,8 @@
 becomes a strict xfail of its case and check, its reason the verdict the plugin gave (what differed
 or raised, whose doing, the command that shows it), for the torch release and device it was seen on.
 A Hypothesis property's red is recorded as a skip: its examples are drawn at random, so it is a
-finding, not an outcome that repeats.
+finding, not an outcome that repeats; an error the steps raised skips every property of its fuzz
+case, since whichever property draws it first is its one red (the others are blocked by it).
 
     pytest --optim-spec specs/ecosystem/<package> ... --optim-report unseen.json
     python specs/ecosystem/record.py unseen.json
@@ -40,6 +41,10 @@ def _verdict(reason: str) -> str:
 def rules(records: list[dict], release: str) -> dict[str, list[str]]:
     """spec path -> the YAML lines of its rules, xfails then skips."""
     found: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"xfail": [], "skip": []})
+    properties: dict[tuple[str, str], list[str]] = defaultdict(list)  # a fuzz case's properties, as the run had them
+    for r in records:
+        if r["check"].startswith("fuzz_") and r["check"] not in properties[r["spec"], r["case"]]:
+            properties[r["spec"], r["case"]].append(r["check"])
     for r in records:
         if r["outcome"] not in ("failed", "error"):
             continue
@@ -47,8 +52,11 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
         command = f"pytest --optim-spec {r['spec']} -k '{r['case']} and {r['check']}'"
         reason = (f"{'found by Hypothesis (not asserted: its examples are random)' if fuzz else 'observed'} on torch "
                   f"{release} {r['device']}: {_verdict(r['reason'])[:800]} Repro: {command}")
+        # an error a fuzz case's steps raise is one red, on whichever property drew it first: the skip covers them all
+        raised = (r.get("verdict") or {}).get("kind") == "root_cause"
+        checks = ", ".join(properties[r["spec"], r["case"]]) if fuzz and raised else r["check"]
         found[r["spec"]]["skip" if fuzz else "xfail"] += [
-            f"  - cases: {_quoted(r['case'])}", f"    checks: [{r['check']}]", f"    devices: [{r['device']}]",
+            f"  - cases: {_quoted(r['case'])}", f"    checks: [{checks}]", f"    devices: [{r['device']}]",
             f"    torch: ['{release}']", f"    reason: {_quoted(reason)}"]
     return {spec: [line for kind in ("xfail", "skip") if lines[kind] for line in [f"{kind}:", *lines[kind]]]
             for spec, lines in found.items()}
