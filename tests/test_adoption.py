@@ -429,3 +429,23 @@ def test_update_mode_and_gate_read_any_checks_metrics(tmp_path):
     baseline.write_text(json.dumps({"items": [record("a", 5, 2)]}))
     grown = reporting.Results([record("a", 7, 2)])
     assert reporting.regressions(baseline, grown) == ["a [mine]: widgets 5 -> 7"]
+
+
+def test_the_compiled_optimizer_fixture_skips_a_case_whose_step_differentiates_its_closures_graph(pytester):
+    """Its step() runs on the grads one backward left: a `backward: create_graph` case cannot be served
+    that way, and the user's test says why instead of failing in the optimizer."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    pytester.makefile(".yaml", hessian="optimizer: planted_unseen:HessianScaledSGD\nkwargs: {lr: 0.1}\n"
+                                       "backward: create_graph\n")
+    pytester.makepyfile(test_mine="""
+        import pytest
+
+        @pytest.mark.optim_spec("hessian.yaml")
+        def test_step(compiled_optimizer):
+            compiled_optimizer.step()
+    """)
+    result = pytester.runpytest_subprocess("test_mine.py", "-rs", "-p", "no:randomly")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*the spec's `backward: create_graph` (a step that differentiates the graph its closure "
+                                 "made) and this run's grads set by hand, which have no graph behind them: not applicable*"])
