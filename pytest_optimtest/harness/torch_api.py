@@ -276,11 +276,12 @@ def init_group_traced() -> Iterator[None]:
 
     table = vars(OptimizerVariable).get("tp_methods")
     if isinstance(table, dict) and "_init_group" in table:  # torch 2.15: a declarative method table; without the entry it inlines
-        OptimizerVariable.tp_methods = {k: v for k, v in table.items() if k != "_init_group"}  # type: ignore[attr-defined]
+        variable: Any = OptimizerVariable  # the table is not declared before torch 2.15
+        variable.tp_methods = {k: v for k, v in table.items() if k != "_init_group"}
         try:
             yield
         finally:
-            OptimizerVariable.tp_methods = table  # type: ignore[attr-defined]
+            variable.tp_methods = table
         return
     shortcut = OptimizerVariable.call_method
 
