@@ -414,17 +414,8 @@ def _backward_protocol(cls: type, form: Any, kwargs: dict, step_problem: str) ->
 def _moves_under(cls: type, form: Any, kwargs: dict, protocol: str) -> bool:
     """Whether two steps given a closure that makes grads by `protocol` run and move the params. Moves
     them: a step that skips grad-less params (SGD_boost) returns quietly given a closure without backward."""
-    torch.manual_seed(0)
-    model, batch = two_linear(), torch.randn(10, IN_FEATURES)
-    before = [p.detach().clone() for p in model.parameters()]
-    try:
-        optimizer = construct(cls, form, model, kwargs, "cpu")
-        closure = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=protocol)
-        for _ in range(2):
-            optimizer.step(closure)
-    except Exception:  # noqa: BLE001  # not that protocol
-        return False
-    return any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
+    moved, problem = _stepped_with(cls, form, kwargs, two_linear, 2, torch.float32, closure=True, backward=protocol)
+    return problem is None and moved > 0
 
 
 def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
@@ -594,15 +585,18 @@ def _stepped(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
 
 
 def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, dtype: torch.dtype,
-                  closure: bool, grad: bool = True) -> tuple[float, str | None]:
+                  closure: bool, grad: bool = True, backward: str | None = None) -> tuple[float, str | None]:
+    """`_stepped`'s one try, with or without a closure that makes grads by `backward` (default: the
+    protocol init found)."""
+    backward = backward or _PROBE_BACKWARD.get()
     torch.manual_seed(0)
     model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     batch = torch.randn(10, IN_FEATURES).to(dtype)
-    closure = closure or _PROBE_BACKWARD.get() != "plain"  # grads set beforehand have no graph for such a step
+    closure = closure or backward != "plain"  # grads set beforehand have no graph for such a step
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
-        loss = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=_PROBE_BACKWARD.get())
+        loss = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=backward)
         loss.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
 
         loss()

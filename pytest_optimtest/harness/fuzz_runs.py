@@ -12,11 +12,10 @@ from typing import Any
 import torch
 
 from . import torch_api
-from .builder import make_optimizer, param_dtype, step_grad_mode, step_on_set_grads
+from .builder import make_optimizer, param_dtype, require_graph_free_grads, step_grad_mode, step_on_set_grads
 from .devices import seed_all
 from .isolation import isolated_case
 from .snapshot import OptimizerSnapshot, snapshot
-from .vacuity import NotApplicable
 
 def _call_step(step: Callable[..., Any], optimizer: Any) -> None:
     step(optimizer)
@@ -43,9 +42,7 @@ class FuzzParityRun:
 
 
 def fuzz_parity_run(case: Any, params: Any, compiled: Callable[..., None], steps: int) -> FuzzParityRun:
-    if case.backward != "plain":
-        raise NotApplicable(f"the spec's `backward: {case.backward}` (a step that differentiates its closure's graph) and "
-                            "fuzzed parity's steps without a closure, on grads set by hand: not applicable")
+    require_graph_free_grads(case.backward)  # its steps take no closure, on the grads the params were built with
     eager_params, compiled_params = (params.build(case.device, case.seed, param_dtype(case)) for _ in range(2))
     opt, opt_c = make_optimizer(case, eager_params), make_optimizer(case, compiled_params)
     names = {p: f"params[{i}]" for i, p in enumerate(eager_params)}
