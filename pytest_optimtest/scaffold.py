@@ -27,7 +27,7 @@ from .harness.builder import make_closure, step_on_grads, zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
-from .models import IN_FEATURES, two_linear, two_linear_no_bias
+from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
 from .spec.values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, resolve, takes_keyword, wrapped_optimizer_argument
 
@@ -142,7 +142,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         *[f"# {note}" for note in shape_notes],
         *_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
-        *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory is two_linear_no_bias, stored,
+        *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
                "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
@@ -358,9 +358,17 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     if step_problem and _stepped(cls, form, kwargs, factory, steps=1, dtype=torch.bfloat16)[1] is None:
         lines.append(f"dtypes: [bfloat16]  # its step refuses float32 params and steps bf16 ones: {step_problem}")
         return form, factory, lines
-    protocol = _backward_protocol(cls, form, kwargs, step_problem) if step_problem else None
+    protocol = _backward_protocol(cls, form, kwargs, step_problem, factory) if step_problem else None
     if protocol is not None:
         return form, factory, [*lines, protocol]
+    if step_problem and factory is two_linear:  # a step over vectors alone (LCG's torch.dot of each grad)
+        vector_protocol = ("" if _first_step_problem(cls, form, kwargs, two_diagonal) is None
+                           else _backward_protocol(cls, form, kwargs, step_problem, two_diagonal))
+        if vector_protocol is not None:
+            refused = _stepped_with(cls, form, kwargs, two_linear, 1, torch.float32, closure=bool(vector_protocol),
+                                    backward=vector_protocol.split()[1] if vector_protocol else "plain")[1]
+            model = f"model: pytest_optimtest.models:two_diagonal  # its step refuses matrices: {refused or step_problem}"
+            return form, two_diagonal, [*lines, model, *([vector_protocol] if vector_protocol else [])]
     skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
     if skip is not None:
         comment, reason = skip
@@ -399,22 +407,23 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
     return None
 
 
-def _backward_protocol(cls: type, form: Any, kwargs: dict, step_problem: str) -> str | None:
+def _backward_protocol(cls: type, form: Any, kwargs: dict, step_problem: str, factory: Any) -> str | None:
     """The spec's `backward:` line where the step differentiates what its closure made and moves the
-    params that way: the loss itself (psgd's Kron, OPTAMI's DampedNewton) or p.grad's graph (AdaHessian,
-    Sophia-H, LCG), where the plain protocol's step raised `step_problem`; None where neither moves them."""
+    params of `factory`'s model that way: the loss itself (psgd's Kron, OPTAMI's DampedNewton) or p.grad's
+    graph (AdaHessian, Sophia-H, LCG), where the plain protocol's step raised `step_problem`; None where
+    neither moves them."""
     for protocol, what in (("by_step", "the loss its closure returns, without backward (psgd's protocol)"),
                            ("create_graph", "p.grad, which needs backward(create_graph=True) in its closure (a Hessian "
                                             "estimate)")):
-        if _moves_under(cls, form, kwargs, protocol):
+        if _moves_under(cls, form, kwargs, protocol, factory):
             return f"backward: {protocol}  # its step differentiates {what}; plainly it raised {step_problem}"
     return None
 
 
-def _moves_under(cls: type, form: Any, kwargs: dict, protocol: str) -> bool:
+def _moves_under(cls: type, form: Any, kwargs: dict, protocol: str, factory: Any) -> bool:
     """Whether two steps given a closure that makes grads by `protocol` run and move the params. Moves
     them: a step that skips grad-less params (SGD_boost) returns quietly given a closure without backward."""
-    moved, problem = _stepped_with(cls, form, kwargs, two_linear, 2, torch.float32, closure=True, backward=protocol)
+    moved, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=True, backward=protocol)
     return problem is None and moved > 0
 
 
@@ -633,6 +642,8 @@ def _grad_mode_lines(cls: type, form: Any, factory: Any, kwargs: dict, dtype: to
     """`grad_mode: enabled` for a step that raises under no_grad, where the plugin steps, and steps
     with grad on, as a training loop does (Recursive's runs its inner optimizer's backward); `closure`:
     the step needs one."""
+    if _PROBE_BACKWARD.get() != "plain":
+        return []  # such a step runs with grad on already (builder.step_grad_mode)
     under_no_grad = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure, grad=False)[1]
     if under_no_grad is None or _stepped_with(cls, form, kwargs, factory, 1, dtype, closure)[1] is not None:
         return []
@@ -770,13 +781,15 @@ def _case_name(text: str, taken: set[str]) -> str:
     return unique
 
 
-def _laws(cls: type, lr: float | None, matrices_only: bool, stored: set[str], empty: bool = True,
+def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bool = True,
           tensor_lr: bool = True) -> list[str]:
-    """The conformance laws the constructor makes checkable (`lr` None: the cases give none); the two
-    init cannot judge, commented out."""
+    """The conformance laws the constructor makes checkable (`lr` None: the cases give none) over params
+    shaped as `factory`'s model's; the two init cannot judge, commented out."""
     lines = ["laws:  # conformance laws, each its own item (docs/laws.md); drop one it does not claim"]
-    if matrices_only:
+    if factory is two_linear_no_bias:
         lines.append("  min_ndim: 2  # its step refuses 1-D params")
+    if factory is two_diagonal:
+        lines.append("  max_ndim: 1  # its step refuses matrices")
     if not empty:
         lines.append("  empty: false  # its step refuses a param with a 0 side")
     variants = []

@@ -443,3 +443,26 @@ class LossDifferentiatingSGD(PlainSGD):
                 for p, g, h in zip(params, grads, curvature):
                     p.sub_(group["lr"] * g / (h.abs() + 1.0))
         return loss.detach()
+
+
+class DotNormalizedSGD(PlainSGD):
+    """A step over vectors alone (torch.dot of each grad, as ncg's LCG takes): its grad scaled to unit
+    length. Correct; over a matrix it raises torch.dot's "1D tensors expected"."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(group["lr"] * p.grad / (torch.dot(p.grad, p.grad).sqrt() + 1.0))
+
+
+class DotHessianSGD(PlainSGD):
+    """LCG's shape: differentiates each p.grad (so its closure needs backward(create_graph=True)) and
+    takes torch.dot over it (so vectors alone). Correct: a curvature-scaled step along the grad."""
+
+    def _update(self) -> None:
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        curvature = torch.autograd.grad([p.grad for p in params], params, [p.grad.detach() for p in params])
+        for group in self.param_groups:
+            for p, h in zip(params, curvature):
+                p.sub_(group["lr"] * p.grad / (torch.dot(p.grad, h).abs().sqrt() + 1.0))

@@ -331,7 +331,8 @@ def test_init_names_cases_after_capitalised_flags_as_the_schema_allows(tmp_path,
 
 
 @pytest.mark.parametrize(("optimizer", "protocol"), [("planted_unseen:HessianScaledSGD", "create_graph"),
-                                                     ("planted_unseen:LossDifferentiatingSGD", "by_step")])
+                                                     ("planted_unseen:LossDifferentiatingSGD", "by_step"),
+                                                     ("planted_unseen:DotHessianSGD", "create_graph")])
 def test_a_step_that_differentiates_its_closures_graph_is_run_by_its_protocol(pytester, optimizer, protocol):
     """AdaHessian, Sophia-H, psgd's Kron, OPTAMI's DampedNewton: init wrote a skip ("not supported") or a
     spec whose every item was red with "element 0 of tensors does not require grad". Now init finds the
@@ -344,6 +345,9 @@ def test_a_step_that_differentiates_its_closures_graph_is_run_by_its_protocol(py
     text = (pytester.path / "s.yaml").read_text()
     assert f"\nbackward: {protocol}  # its step differentiates " in text and "\nclosure: [true]" in text
     assert "\nskip:" not in text and "\nfuzz:" not in text  # no property steps on grads set by hand
+    vectors = "Dot" in optimizer  # LCG's shape: torch.dot over each grad, so a model of vectors and laws over them
+    assert ("\nmodel: pytest_optimtest.models:two_diagonal  # its step refuses matrices: RuntimeError: 1D tensors "
+            "expected" in text) is vectors and ("\n  max_ndim: 1  # its step refuses matrices" in text) is vectors, text
     (pytester.path / "s.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
     result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rs", "-v",
                                            "-k", "default and (parity or law_)")
@@ -356,6 +360,40 @@ def test_a_step_that_differentiates_its_closures_graph_is_run_by_its_protocol(py
     result.stdout.fnmatch_lines(["*-default-closure-cpu::law_descent PASSED*"])
     result.stdout.fnmatch_lines([f"*the spec's `backward: {protocol}` (a step that differentiates the graph its closure made) and this "
                                  "run's grads set by hand, which have no graph behind them: not applicable*"])
+
+
+def test_a_step_over_vectors_alone_gets_a_model_and_laws_of_vectors(pytester):
+    """ncg's LCG (torch.dot of each grad) skipped whole: every model the plugin shipped held matrices, and
+    the laws' params and descent problem did too. init now writes the vector model and `max_ndim: 1`,
+    and every law it proposes runs over vectors."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:DotNormalizedSGD", "-o", "s.yaml").ret == 0
+    text = (pytester.path / "s.yaml").read_text()
+    assert "\nmodel: pytest_optimtest.models:two_diagonal  # its step refuses matrices: RuntimeError: 1D tensors expected" in text
+    assert "\n  max_ndim: 1  # its step refuses matrices" in text and "\nbackward:" not in text, text
+    (pytester.path / "s.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rs", "-v",
+                                           "-k", "default and not closure and (parity or law_)")
+    out = result.stdout.str()
+    assert result.ret == 0 and "1D tensors expected" not in out, out[-3000:]
+    for law in ("law_descent", "law_untouched", "law_param_groups", "law_late_joiners"):
+        result.stdout.fnmatch_lines([f"*-default-cpu::{law} PASSED*"])
+
+
+def test_law_param_shapes_follow_min_and_max_ndim_and_a_contradiction_is_a_spec_error(tmp_path):
+    from helpers import cases_from
+
+    from pytest_optimtest.harness.law_runs import law_shape
+    from pytest_optimtest.spec import SpecError
+
+    assert law_shape((6, 5), 0, 1) == (30,) and law_shape((0, 3), 0, 1) == (0,) and law_shape((4,), 2, None) == (1, 4)
+    assert law_shape((6, 5), 3, 2) == (6, 5) and law_shape((6, 5), 0, None) == (6, 5)
+    base = "optimizer: planted_unseen:DotNormalizedSGD\nkwargs: {lr: 0.1}\nlaws:\n  untouched: true\n"
+    with pytest.raises(SpecError, match=r"spec.yaml:3: \[laws\] .*min_ndim 2 is over max_ndim 1"):
+        cases_from(tmp_path, base + "  min_ndim: 2\n  max_ndim: 1\n")
+    with pytest.raises(SpecError, match=r"\[laws\] .*view_as_real twin has one more dimension"):
+        cases_from(tmp_path, base + "  complex: true\n  max_ndim: 1\n")
 
 
 def test_a_backward_protocol_without_a_closure_is_a_spec_error_naming_the_key(tmp_path):

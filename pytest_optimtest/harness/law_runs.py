@@ -6,6 +6,7 @@ one that never gets a grad."""
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,6 +23,8 @@ from .isolation import isolated_case
 from .param_forms import instantiate
 from .snapshot import OptimizerSnapshot, snapshot
 from .vacuity import NotApplicable
+
+SECTION_KEY = "laws"  # the spec's section (checks/laws/section.py)
 
 # name -> shape; "sometimes" has no grad at step SOMETIMES_NONE, "frozen" none before FROZEN_UNTIL, "never" none at all.
 LAW_PARAMS: dict[str, tuple[int, ...]] = {"weight": (6, 5), "bias": (6,), "empty": (0, 3), "sometimes": (5,),
@@ -77,11 +80,26 @@ def schedule_in_words() -> str:
 
 def law_params(case: Any, min_ndim: int = 0, empty: bool = True) -> dict[str, torch.nn.Parameter]:
     """The law params, seeded by the case, on its device; shapes padded with leading 1s to
-    `min_ndim` dimensions (optimizers of matrices), the empty one left out unless `empty`."""
+    `min_ndim` dimensions (optimizers of matrices) and merged to the section's `max_ndim` (of
+    vectors), the empty one left out unless `empty`."""
     seed_all(case.seed)
-    return {name: torch.nn.Parameter(torch.randn((1,) * (min_ndim - len(shape)) + shape, device=case.device)
+    return {name: torch.nn.Parameter(torch.randn(law_shape(shape, min_ndim, max_ndim(case)), device=case.device)
                                      .to(param_dtype(case)))
             for name, shape in LAW_PARAMS.items() if empty or name != "empty"}
+
+
+def law_shape(shape: tuple[int, ...], min_ndim: int, most: int | None) -> tuple[int, ...]:
+    """`shape` padded with leading 1s to `min_ndim` dimensions, its leading ones merged down to `most`."""
+    shape = (1,) * (min_ndim - len(shape)) + shape
+    if most is None or len(shape) <= most:
+        return shape
+    cut = len(shape) - most + 1
+    return (math.prod(shape[:cut]), *shape[cut:])
+
+
+def max_ndim(case: Any) -> int | None:
+    """The laws section's `max_ndim`: the most dimensions the step takes (1: vectors alone)."""
+    return getattr(case.sections.get(SECTION_KEY), "max_ndim", None)
 
 
 def law_grads(case: Any, steps: int, params: dict[str, torch.nn.Parameter],
@@ -217,16 +235,18 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
 
 
 def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
-    """On a small least-squares problem with a contiguous and a transposed (non-contiguous) param,
+    """On a small least-squares problem with a contiguous and a transposed (non-contiguous) param (with
+    the laws' `max_ndim: 1`, a contiguous and a strided vector),
     the loss before each step and after the last, measured in float64 (a bf16 loss cannot show the
     small steps a bf16 optimizer takes); and whether the steps were given the closure (law_closure)."""
     with isolated_case(case):
         seed_all(case.seed)
         at = {"device": case.device, "dtype": param_dtype(case)}
-        a, b = torch.randn(8, 4).to(**at), torch.randn(8, 3).to(**at)
-        target = torch.randn(4, 5).to(**at)
-        contiguous = torch.nn.Parameter(torch.zeros(4, 3, **at))
-        transposed = torch.nn.Parameter(torch.zeros(5, 4, **at).t())  # non-contiguous
+        vectors = max_ndim(case) == 1  # a step over vectors alone: one column, a strided vector
+        a, b = torch.randn(8, 4).to(**at), torch.randn(*((8,) if vectors else (8, 3))).to(**at)
+        target = torch.randn(*((4,) if vectors else (4, 5))).to(**at)
+        contiguous = torch.nn.Parameter(torch.zeros(4, *b.shape[1:], **at))
+        transposed = torch.nn.Parameter(torch.zeros(4, 2, **at)[:, 0] if vectors else torch.zeros(5, 4, **at).t())  # non-contiguous
         optimizer = make_optimizer(case, [("contiguous", contiguous), ("transposed", transposed)])
 
         def loss_fn(*tensors: torch.Tensor) -> torch.Tensor:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ...harness.compare import max_movement
-from ...harness.law_runs import law_grads, law_trajectory
+from ...harness.law_runs import SECTION_KEY, law_grads, law_trajectory
 from ...spec.context import SpecContext
 from ...spec.errors import did_you_mean
 from ...spec.schema import MAX_STEPS, NAME, StrictModel, Tolerance
 from ...spec.values import takes_keyword
 from ..base import NotApplicable
 
-SECTION_KEY = "laws"
 # Laws of round two (issue 34): what every optimizer owes its users, so on unless the spec turns one
 # off, with the reason, under `laws.off`.
 ON_BY_DEFAULT = ("grads_untouched", "closure_loss", "add_param_group", "group_hyperparameters",
@@ -44,10 +43,21 @@ class Laws(StrictModel):
                                     "under maximize), with contiguous and non-contiguous params")
     complex: bool = Field(False, description="a complex param steps like its view_as_real twin")
     min_ndim: int = Field(0, ge=0, le=6, description="give the laws' params at least this many dimensions (2: Muon)")
+    max_ndim: int | None = Field(None, ge=1, le=6, description="give the laws' params at most this many dimensions, "
+                                 "leading ones merged (1: a step that takes vectors alone, ncg's LCG)")
     empty: bool = Field(True, description="include an empty param (false: an optimizer that cannot step one)")
     tolerance: Tolerance | None = Field(None, description="for the laws' comparisons; default: the case's")
     off: dict[str, str] = Field({}, description="laws that are on by default, turned off for this optimizer: "
                                 "law -> why, e.g. {late_joiners: 'one step counter for all params, by design'}")
+
+    @model_validator(mode="after")
+    def _ndim_bounds(self) -> Laws:
+        if self.max_ndim is not None and self.min_ndim > self.max_ndim:
+            raise ValueError(f"min_ndim {self.min_ndim} is over max_ndim {self.max_ndim}: no param shape has both")
+        if self.complex and self.max_ndim == 1:
+            raise ValueError("complex: true with max_ndim: 1: a complex param's view_as_real twin has one more "
+                             "dimension, so the law has no twin to step")
+        return self
 
     @field_validator("off")
     @classmethod
