@@ -260,8 +260,9 @@ class OptimtestSession:
                     verdict = {"kind": kind, **failure.as_record()}
                     if kind == "root_cause":
                         raise
-                verdict = {"kind": "blocked", **failure.as_record()}
-                _raise_blocked(item, failure, "blocked")
+                kind = "vacuous" if failure.vacuous else "blocked"  # a difference that proves nothing is no red here either
+                verdict = {"kind": kind, **failure.as_record()}
+                _raise_blocked(item, failure, kind)
             self.outcomes[key] = None
             if isinstance(result, Verdict):
                 evidence = result.evidence

@@ -821,3 +821,25 @@ class OldSignatureAdam(PlainSGD):
                 entry.setdefault("step", torch.tensor(0.0))
             adam(params, [p.grad for p in params], [e["exp_avg"] for e in state], [e["exp_avg_sq"] for e in state], [],
                  [e["step"] for e in state], amsgrad=False, beta1=0.9, beta2=0.999, lr=group["lr"], weight_decay=0.0, eps=1e-8)
+
+
+class RoundingGrowingSGD(PlainSGD):
+    """Correct; its compiled step rounds otherwise than eager, by ulps of the param's dtype (2000 a step:
+    rounding as an amplifying step, a conjugate gradient's, grows it), past float32's tolerance; over
+    float64 params the same difference stays far below it."""
+
+    def _update(self) -> None:
+        super()._update()
+        if torch.compiler.is_compiling():
+            for p in self.param_groups[0]["params"]:
+                p.add_(p * (2000 * torch.finfo(p.dtype).eps))
+
+
+class CompiledOffsetSGD(PlainSGD):
+    """Wrong under torch.compile by a fixed relative 1e-3 whatever the dtype: no rounding's doing."""
+
+    def _update(self) -> None:
+        super()._update()
+        if torch.compiler.is_compiling():
+            for p in self.param_groups[0]["params"]:
+                p.add_(p * 1e-3)

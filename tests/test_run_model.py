@@ -35,6 +35,8 @@ SPECS = {
               "xfail:\n  - checks: [parity, none_grads]\n    reason: \"its step draws random numbers\"\n",
     "chain": "optimizer: planted_run_model:RoundingChainSGD\nkwargs: {lr: 0.01}\ndtypes: [bfloat16]\nchecks: [parity]\n"
              "tolerance: {bfloat16: {atol: 0, rtol: 0}}\n",
+    "growing": "optimizer: planted_run_model:RoundingGrowingSGD\nkwargs: {lr: 0.01}\nchecks: [parity, none_grads, state_dict]\n",
+    "offset": "optimizer: planted_run_model:CompiledOffsetSGD\nkwargs: {lr: 0.01}\nchecks: [parity, none_grads]\n",
     "internalchain": "optimizer: planted_run_model:InternalBf16ChainSGD\nkwargs: {lr: 0.01}\nchecks: [parity]\n",
     "named": "optimizer: planted_unseen:NamedParamsSGD\nkwargs: {lr: 0.1}\nparams: named\nchecks: [law_param_groups]\n"
              "laws: {param_groups: true}\n",
@@ -381,6 +383,17 @@ def test_low_precision_math_inside_a_float32_step_is_checked_with_emulate_precis
         assert said not in out  # as for the bf16 chain above: there the rerun does not remove the difference
         return
     assert said in out
+
+
+def test_a_float32_difference_that_scales_with_precision_is_vacuous_and_one_that_does_not_is_red(session):
+    out, report, _ = session
+    growing = _outcomes(out, "roundinggrowingsgd-default-cpu")
+    assert growing == {"parity": "SKIPPED", "none_grads": "SKIPPED", "state_dict": "SKIPPED"}, growing
+    assert "not comparable at float32: over float64 params the compiled" in out
+    kinds = {r["check"]: (r["verdict"] or {}).get("kind") for r in report["items"] if r["case"] == "roundinggrowingsgd-default-cpu"}
+    assert kinds == {"parity": "vacuous", "none_grads": "vacuous", "state_dict": "vacuous"}, kinds
+    offset = _outcomes(out, "compiledoffsetsgd-default-cpu")  # the same at float64: a value computed otherwise
+    assert offset == {"parity": "FAILED", "none_grads": "SKIPPED"}, offset
 
 
 def test_regimes_share_the_one_comparison_and_the_steps_signature(session):

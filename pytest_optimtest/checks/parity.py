@@ -8,7 +8,7 @@ from typing import Any
 from ..harness.compare import dynamo_group_keys
 from ..harness.compiled_run import CompiledRun
 from ..harness.ladder import PARITY, compiled_mismatch
-from ..harness.vacuity import require_moved
+from ..harness.vacuity import Vacuous, require_moved
 from .base import Check, Verdict
 
 
@@ -29,6 +29,8 @@ def assert_parity(run: CompiledRun) -> Verdict:
     if e is None or c is None:
         raise RuntimeError(f"{case.id}: the compiled run ended before its snapshots were taken")
     mismatch = compiled_mismatch(run)  # in the plugin's items, the ladder's compiled_matches rung raised it first
+    if mismatch is not None and mismatch.vacuous:  # a difference that scales with precision: rounding, no verdict
+        raise Vacuous(str(mismatch))
     if mismatch is not None:  # a difference is one even where the params moved too little to prove a match
         raise mismatch
     moved = require_moved(case.id, run.initial_params, e.params, case.tolerance, case.min_movement,

@@ -69,6 +69,7 @@ class CompiledRun:
     compiled_aliases: set[str] = field(default_factory=set)
     draws_random: bool = False  # the eager step advanced the global RNG
     diagnoses: list[str] = field(default_factory=list)  # parity's, when it found differences
+    rounding: str | None = None  # parity's: why a difference that scales with precision proves nothing ("" if not)
 
     @property
     def steps(self) -> int:

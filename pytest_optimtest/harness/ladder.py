@@ -17,7 +17,7 @@ from .blame import blame, one_line
 from .compare import listed, snapshot_differences
 from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
-from .diagnosis import parity_diagnoses
+from .diagnosis import parity_diagnoses, rounding_only
 from .run_phases import SETTLE_STEPS, STEADY_STEPS
 from .runner import Regime, run
 from .vacuity import Diverged, NotApplicable, require_moved
@@ -116,16 +116,16 @@ class Ladder:
                 f"{self.case.id}: not compiled: {why}, so no compiled check of this case can say anything; dynamo's "
                 f"graph breaks:\n    - {breaks}"))
         mismatch = compiled_mismatch(run)
-        return RungFailure("compiled_matches", mismatch.cause, error=mismatch) if mismatch else None
+        return RungFailure("compiled_matches", mismatch.cause, error=mismatch, vacuous=mismatch.vacuous) if mismatch else None
 
 
 class CompiledMismatch(AssertionError):
     """The compiled step's params, state, groups or attributes differ from the eager step's after
     the same steps: parity's red, and the root cause of every other compiled-vs-eager check's."""
 
-    def __init__(self, message: str, cause: str) -> None:
+    def __init__(self, message: str, cause: str, vacuous: bool = False) -> None:
         super().__init__(message)
-        self.cause = cause
+        self.cause, self.vacuous = cause, vacuous  # vacuous: a difference that proves nothing (rounding_only)
 
 
 def compiled_mismatch(run: CompiledRun) -> CompiledMismatch | None:
@@ -143,6 +143,11 @@ def compiled_mismatch(run: CompiledRun) -> CompiledMismatch | None:
     problems = snapshot_differences(eager, compiled, case.tolerance)
     if not problems:
         return None
+    if run.rounding is None:
+        run.rounding = rounding_only(run) or ""
+    if run.rounding:
+        return CompiledMismatch(f"{case.id}: vacuous: {run.rounding}; at float32: " + problems[0].splitlines()[0],
+                                run.rounding, vacuous=True)
     if not run.diagnoses:
         run.diagnoses = parity_diagnoses(run)
     cause = (f"the compiled step differs from eager after {run.steps} steps ({len(problems)} difference(s), first: "
