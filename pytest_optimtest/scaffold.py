@@ -23,7 +23,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
-from .harness.builder import make_closure, step_on_grads, zero_grads
+from .harness.builder import make_closure, step_on_grads, step_parameters, zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -404,7 +404,23 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step calls its closure with arguments ({given}): {step_problem}",
                 "its step calls the closure with arguments, a protocol of its own: torch.optim's closures take none, "
                 "and so do the plugin's")
+    wanted = _object_protocol(cls, form, kwargs)
+    if wanted is not None:
+        argument, problem = wanted
+        return (f"its step takes an object as `{argument}`, not a closure: given one it raised {problem}",
+                f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
+                "steps take a closure function, as the plugin's runs give: not supported")
     return None
+
+
+def _object_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:
+    """(the step's argument, what it raised) where the step wants an object with methods in place of a
+    closure (torch_numopt's step(objective) calls objective.closure()); None otherwise."""
+    problem = _stepped_with(cls, form, kwargs, two_linear, 1, torch.float32, closure=True)[1]
+    if problem is None or "'function' object has no attribute" not in problem:
+        return None
+    parameters = step_parameters(cls) or []
+    return (parameters[0].name if parameters else "closure"), problem
 
 
 def _backward_protocol(cls: type, form: Any, kwargs: dict, step_problem: str, factory: Any) -> str | None:

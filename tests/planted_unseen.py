@@ -466,3 +466,12 @@ class DotHessianSGD(PlainSGD):
         for group in self.param_groups:
             for p, h in zip(params, curvature):
                 p.sub_(group["lr"] * p.grad / (torch.dot(p.grad, h).abs().sqrt() + 1.0))
+
+
+class ObjectiveSGD(PlainSGD):
+    """torch_numopt's protocol: the step takes an object whose methods it calls (`objective.closure()`
+    makes the loss and grads), not a closure function."""
+
+    def step(self, objective):
+        objective.closure()
+        self._update()

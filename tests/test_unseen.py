@@ -381,6 +381,22 @@ def test_a_step_over_vectors_alone_gets_a_model_and_laws_of_vectors(pytester):
         result.stdout.fnmatch_lines([f"*-default-cpu::{law} PASSED*"])
 
 
+def test_a_step_that_takes_an_object_in_place_of_a_closure_is_skipped_saying_so_not_red(pytester):
+    """torch_numopt's step(objective) calls objective.closure(): every case was one red, "the optimizer's
+    code raised AttributeError: 'function' object has no attribute 'closure'", and init's comment said to
+    fill in param groups. Its protocol is not a closure function, which is all the plugin's runs give."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:ObjectiveSGD", "-o", "s.yaml").ret == 0
+    text = (pytester.path / "s.yaml").read_text()
+    assert "skip:  # its step takes an object as `objective`, not a closure: given one it raised AttributeError: 'function' " \
+           "object has no attribute 'closure'" in text, text
+    assert "its step takes an object of its own protocol as `objective` (it calls methods of it)" in text and "use_muon" not in text
+    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
+
+
 def test_law_param_shapes_follow_min_and_max_ndim_and_a_contradiction_is_a_spec_error(tmp_path):
     from helpers import cases_from
 
