@@ -29,7 +29,7 @@ from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
-from .spec.values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, resolve, takes_keyword, wrapped_optimizer_argument
+from .spec.values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, optimizer_class_problem, resolve, takes_keyword, wrapped_optimizer_argument
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
@@ -48,14 +48,15 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
 
 def _starter_spec(optimizer: str) -> tuple[str, str]:
     cls = resolve(optimizer)
-    if not inspect.isclass(cls) or not hasattr(cls, "step"):
-        raise ValueError(f"{optimizer!r} is not an optimizer class")
+    problem = optimizer_class_problem(optimizer, cls)
+    if problem is not None:
+        raise ValueError(problem)
     params = inspect.signature(cls.__init__).parameters
     defaults = {n: p.default for n, p in params.items() if n not in ("self", "params") and p.default is not inspect.Parameter.empty}
     flags = [n for n, v in defaults.items() if isinstance(v, bool) or (v is None and n in ("foreach", "maximize"))]
     default_lr = defaults.get("lr", 1e-3)
     default_lr = default_lr if isinstance(default_lr, float) and default_lr > 0 else 1e-3
-    has_lr = takes_keyword(cls, "lr")  # type: ignore[arg-type]  # a class
+    has_lr = takes_keyword(cls, "lr")
     # The constructor's default, at most 0.01: the test models diverge over the in-backward checks'
     # six steps at SGD-like defaults such as 0.1, and a diverged run is a failed (not a passed) check.
     lr = min(default_lr, 1e-2)

@@ -40,6 +40,24 @@ def test_misspelt_optimizer(tmp_path):
     assert err.line == 1 and err.key == "optimizer" and "did you mean 'Adam'" in str(err)
 
 
+@pytest.mark.parametrize(("path", "said"), [
+    ("torch.optim.Optimizer", "'torch.optim.Optimizer' does not implement `step` (torch.optim.Optimizer's raises NotImplementedError)"),
+    ("torch.optim.sgd:sgd", "'torch.optim.sgd:sgd' is a function, not an optimizer class: name the class whose instances step; "
+     "a factory that returns one"),
+    ("torch.nn.Linear", "'torch.nn.Linear' is a class without a `step` method, not an optimizer class"),
+    ("torch.float32", "'torch.float32' is a dtype, not an optimizer class"),
+])
+def test_what_names_no_optimizer_class_says_what_it_is(tmp_path, path, said):
+    """A factory function that returns an optimizer (absgd's ABSGD), a base class, a module's other objects:
+    the loader and init say what the path names and what to name instead."""
+    from pytest_optimtest.spec.values import optimizer_class_problem, resolve
+
+    problem = optimizer_class_problem(path, resolve(path))
+    assert problem is not None and said in problem, problem
+    err = error_of(tmp_path, f"optimizer: {path}\n")
+    assert err.line == 1 and err.key == "optimizer" and said in str(err)
+
+
 def test_unimportable_optimizer_module(tmp_path):
     err = error_of(tmp_path, "optimizer: nopkg.optim:Lion\n")
     assert err.key == "optimizer" and "cannot import module 'nopkg.optim'" in str(err)

@@ -16,7 +16,8 @@ from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
 from .schema import DEFAULT_TOLERANCES, CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec, Tolerance
-from .values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, build_kwargs, resolve, takes_keyword, value_problem, wrapped_optimizer_argument
+from .values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, build_kwargs, optimizer_class_problem, resolve, takes_keyword,
+                     value_problem, wrapped_optimizer_argument)
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
@@ -332,8 +333,9 @@ def _resolve_optimizer(path: str, locator: Locator) -> type:
         cls = resolve(path)
     except ImportError as exc:
         raise locator.error(("optimizer",), str(exc)) from None
-    if not (inspect.isclass(cls) and hasattr(cls, "step")):
-        raise locator.error(("optimizer",), f"{path!r} is not an optimizer class")
+    problem = optimizer_class_problem(path, cls)
+    if problem is not None:
+        raise locator.error(("optimizer",), problem)
     return cls
 
 

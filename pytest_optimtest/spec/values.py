@@ -147,6 +147,22 @@ def bind_base_optimizers(kwargs: dict[str, Any], params: list[Any]) -> dict[str,
     return {k: v.build(list(params)) if isinstance(v, BaseOptimizer) else v for k, v in kwargs.items()}
 
 
+def optimizer_class_problem(path: str, obj: Any) -> str | None:
+    """Why what `path` names cannot be a spec's `optimizer` (a class whose instances step), or None."""
+    if inspect.isclass(obj):
+        step = getattr(obj, "step", None)
+        if step is None:
+            return f"{path!r} is a class without a `step` method, not an optimizer class"
+        if getattr(step, "__module__", "") == "torch.optim.optimizer" and step.__qualname__ == "Optimizer.step":
+            return f"{path!r} does not implement `step` (torch.optim.Optimizer's raises NotImplementedError): name a subclass that does"
+        return None
+    if callable(obj):
+        return (f"{path!r} is a {type(obj).__name__}, not an optimizer class: name the class whose instances step; a "
+                "factory that returns one (absgd's ABSGD returns torch.optim.SGD with momentum 0.9) is specified by "
+                "that class and the kwargs the factory passes it")
+    return f"{path!r} is a {type(obj).__name__}, not an optimizer class"
+
+
 def resolve(path: str) -> Any:
     """'pkg.mod:attr' or 'pkg.mod.attr' -> the object; ImportError with a suggestion otherwise."""
     from .errors import did_you_mean
