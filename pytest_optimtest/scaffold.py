@@ -376,9 +376,18 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         lines += [f"skip:  # {comment}", f'  - {{reason: "{reason}"}}']
         return form, factory, lines
     if step_problem:
-        lines.append(f"# one step over the default model raises ({step_problem}): fill in `params` groups "
-                     "(e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}]) or a `model` it can step")
+        lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
     return form, factory, lines
+
+
+def _what_to_fill_in(step_problem: str) -> str:
+    """What a spec could give a step that raised `step_problem` over the default model and params."""
+    if step_problem.startswith("KeyError"):  # a group key the step reads: Muon hybrids' use_muon
+        return "fill in `params` groups with the key it reads (e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}])"
+    if any(word in step_problem for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
+        return "fill in a `model` whose params it steps, or `params` groups that select them"
+    return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
+            "it needs, if it needs more than the defaults")
 
 
 def _constructs(cls: type, form: str, factory: Any, kwargs: dict) -> bool:

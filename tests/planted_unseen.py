@@ -475,3 +475,14 @@ class ObjectiveSGD(PlainSGD):
     def step(self, objective):
         objective.closure()
         self._update()
+
+
+class UnboundStepSGD(PlainSGD):
+    """Its step reads a name it binds only under a flag it never sets (NixOptimizer's UnboundLocalError)."""
+
+    def _update(self) -> None:
+        if self.defaults.get("warm", False):
+            scale = 1.0
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(group["lr"] * scale * p.grad)

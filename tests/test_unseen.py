@@ -433,6 +433,14 @@ def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
     assert "planted_unseen.py:" in text and "in _update): fill in `params` groups" in text  # where it raised, the optimizer's line
 
 
+def test_init_calls_a_steps_own_error_the_optimizers_and_says_params_only_for_what_params_can_give(tmp_path):
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:UnboundStepSGD")
+    assert "# one step over the default model raises (UnboundLocalError: " in text, text
+    assert "the optimizer's own error, which every case's runs show once, with its line" in text and "use_muon" not in text
+
+
 def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for_each_run(tmp_path):
     """POGO's shape (params, base_optimizer, lr): init and the loader say to give the second argument
     under kwargs, not only to split the params; `{call: ...}` makes the object anew for every run."""
