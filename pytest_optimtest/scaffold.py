@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import linecache
 import re
 import sys
 from collections.abc import Sequence
@@ -234,17 +235,23 @@ def _wrapped_base(cls: type, kwargs: dict) -> tuple[str, BaseOptimizer, str] | N
 
 def _lr_refusal(cls: type, lr: float) -> str | None:
     """Why the constructor refuses an lr that it takes (HF's Adafactor: lr=None unless relative_step is
-    off), where it constructs without one; else None."""
+    off), where it constructs without one; or, taking it only through **kwargs, why its step does
+    (torchmin's Minimizer passes them to minimize()), where it steps without one; else None."""
     try:
         construct(cls, "list", two_linear(), {"lr": lr}, "cpu")
-        return None
     except Exception as exc:  # noqa: BLE001  # refused with lr: is it the lr?
         refusal = one_line(exc)
-    try:
-        construct(cls, "list", two_linear(), {}, "cpu")
-    except Exception:  # noqa: BLE001  # refused without it too: something else is missing, not the lr's fault
+        try:
+            construct(cls, "list", two_linear(), {}, "cpu")
+        except Exception:  # noqa: BLE001  # refused without it too: something else is missing, not the lr's fault
+            return None
+        return refusal
+    if "lr" in inspect.signature(cls).parameters:
+        return None  # an lr by name: what its step raises is the step's own
+    stepped = _stepped(cls, "list", {"lr": lr}, two_linear, steps=1)[1]
+    if not stepped or "'lr'" not in stepped:
         return None
-    return refusal
+    return f"its step refuses it: {stepped}" if _stepped(cls, "list", {}, two_linear, steps=1)[1] != stepped else None
 
 
 def _needed_none_defaults(cls: type, kwargs: dict, fills: dict, unset: list[str]) -> list[str]:
@@ -414,6 +421,10 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step calls its closure with arguments ({given}): {step_problem}",
                 "its step calls the closure with arguments, a protocol of its own: torch.optim's closures take none, "
                 "and so do the plugin's")
+    if _raised_on_purpose(step_problem):
+        return (f"its step refuses, on purpose, to step as torch.optim's steps are driven: {step_problem}",
+                f"its step needs a protocol of its own (it raises, on purpose: {step_problem.split(', at ')[0]}), where the "
+                "plugin's runs call step() or step(closure) after backward, as torch.optim's training loops do: not supported")
     wanted = _object_protocol(cls, form, kwargs)
     if wanted is not None:
         argument, problem = wanted
@@ -421,6 +432,13 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
                 f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
                 "steps take a closure function, as the plugin's runs give: not supported")
     return None
+
+
+def _raised_on_purpose(problem: str) -> bool:
+    """Whether the line a step's error names is a `raise` statement of the optimizer's own (torch_constrained's
+    "Need to call extrapolation before calling step."): a protocol it enforces, not an accident."""
+    found = re.search(r", at (\S+):(\d+) in \S+$", problem)
+    return found is not None and linecache.getline(found.group(1), int(found.group(2))).strip().startswith("raise ")
 
 
 def _object_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:

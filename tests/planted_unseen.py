@@ -486,3 +486,38 @@ class UnboundStepSGD(PlainSGD):
         for group in self.param_groups:
             for p in group["params"]:
                 p.sub_(group["lr"] * scale * p.grad)
+
+
+class ExtrapolationFirstSGD(PlainSGD):
+    """torch_constrained's extragradient protocol: `extrapolation()` must be called before each step,
+    which refuses on purpose otherwise."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.extrapolated = False
+
+    def extrapolation(self) -> None:
+        self.extrapolated = True
+
+    def step(self, closure=None):
+        if not self.extrapolated:
+            raise RuntimeError("Need to call extrapolation before calling step.")
+        self.extrapolated = False
+        return super().step(closure)
+
+
+def _settings(momentum: float = 0.0) -> float:
+    return momentum
+
+
+class KwargsOptionsSGD(PlainSGD):
+    """Takes its options through **kwargs and hands them to a function of its own at each step (torchmin's
+    Minimizer hands them to minimize()), which refuses an `lr`; steps at a fixed lr of 0.1."""
+
+    def __init__(self, params, **options):
+        super().__init__(params, 0.1)
+        self.options = options
+
+    def _update(self) -> None:
+        _settings(**self.options)
+        super()._update()

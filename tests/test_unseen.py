@@ -441,6 +441,33 @@ def test_init_calls_a_steps_own_error_the_optimizers_and_says_params_only_for_wh
     assert "the optimizer's own error, which every case's runs show once, with its line" in text and "use_muon" not in text
 
 
+def test_a_step_that_refuses_on_purpose_to_be_driven_as_torch_optims_is_skipped_saying_so(tmp_path):
+    """torch_constrained's ExtraSGD raises "Need to call extrapolation before calling step." by a `raise` of
+    its own: a protocol it enforces, where init called it the optimizer's own error (one red per case)."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:ExtrapolationFirstSGD")
+    assert "skip:  # its step refuses, on purpose, to step as torch.optim's steps are driven: RuntimeError: Need to call " \
+           "extrapolation before calling step." in text, text
+    assert "its step needs a protocol of its own (it raises, on purpose: RuntimeError: Need to call extrapolation" in text
+    _, accidental = starter_spec("planted_unseen:UnboundStepSGD")  # an error no `raise` of its own made: its red
+    assert "\nskip:" not in accidental
+
+
+def test_an_lr_taken_through_kwargs_that_the_step_refuses_is_left_out(tmp_path):
+    """torchmin's Minimizer(params, **kwargs) hands its kwargs to minimize(), which refuses `lr`: init's
+    guessed lr made every step raise, and hid the step's protocol behind that error."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:KwargsOptionsSGD")
+    assert "kwargs: {}  # KwargsOptionsSGD refuses an lr with its other defaults (its step refuses it: TypeError: " \
+           "_settings() got an unexpected keyword argument 'lr'" in text, text
+    assert "# one step over the default model raises" not in text
+    assert cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+
+
 def test_a_required_argument_that_takes_no_params_is_given_as_an_object_made_for_each_run(tmp_path):
     """POGO's shape (params, base_optimizer, lr): init and the loader say to give the second argument
     under kwargs, not only to split the params; `{call: ...}` makes the object anew for every run."""
