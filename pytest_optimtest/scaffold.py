@@ -16,7 +16,7 @@ import inspect
 import linecache
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
-from .harness.builder import make_closure, step_on_grads, step_parameters, zero_grads
+from .harness.builder import make_closure, requires_closure, step_on_grads, step_parameters, zero_grads
 from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
@@ -142,7 +142,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
-        *_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr),
+        *(_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr) if form != "model" else
+          ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
                "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None),
@@ -521,7 +522,7 @@ def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) ->
                                lambda out: out.pow(2).sum(), backward=_PROBE_BACKWARD.get())
         closure()
         for _ in range(2):
-            optimizer.step() if _PROBE_BACKWARD.get() == "plain" else optimizer.step(closure)
+            _probe_step(optimizer, closure)
     except Exception as exc:  # the optimizer's verdict on bf16 params
         return f"its step raised over bf16 params ({one_line(exc)})"
     seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(optimizer.state)
@@ -709,6 +710,15 @@ def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch
     return "closure: [false, true]"
 
 
+def _probe_step(optimizer: Any, closure: Callable[[], torch.Tensor]) -> None:
+    """One probe step as the runs take it: with the closure where the protocol found or the step's
+    signature needs one (torch_pso's step(closure)), else on the grads the closure left."""
+    if _PROBE_BACKWARD.get() != "plain" or requires_closure(type(optimizer)):
+        optimizer.step(closure)
+    else:
+        optimizer.step()
+
+
 def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factory: Any) -> bool:
     """Whether a few eager steps advance torch's global RNG (a noisy update, a preconditioner updated
     with some probability)."""
@@ -721,7 +731,7 @@ def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factor
         closure()
         state = torch.get_rng_state()
         for _ in range(3):
-            optimizer.step() if _PROBE_BACKWARD.get() == "plain" else optimizer.step(closure)
+            _probe_step(optimizer, closure)
     except Exception:  # noqa: BLE001  # the step probes above report what it raised
         return False
     return not torch.equal(state, torch.get_rng_state())
@@ -735,8 +745,7 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
     params), or the reverse (one that drops 0-d params and then has none). In a grouped form each
     probed param joins the group its name and ndim select, as fuzz's drawn params do."""
     if form == "model":
-        return {}, ["fuzzed shapes: init cannot hand the model loose params; set min_dims / allow_empty if it "
-                    "refuses some"]
+        return {}, []  # no property is proposed: they step loose params
     if _PROBE_BACKWARD.get() != "plain":
         return {}, []  # the properties step on grads set by hand, which have no graph for it: none is proposed
     settings: dict[str, Any] = {}

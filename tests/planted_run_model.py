@@ -843,3 +843,28 @@ class CompiledOffsetSGD(PlainSGD):
         if torch.compiler.is_compiling():
             for p in self.param_groups[0]["params"]:
                 p.add_(p * 1e-3)
+
+
+class RandomInitSGD(PlainSGD):
+    """Draws from torch's RNG in its constructor, as torch_pso's particles are: an offset per param that
+    its steps add. Deterministic given the seed its construction draws under."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.offsets = [torch.rand_like(p) for group in self.param_groups for p in group["params"]]
+
+    def _update(self) -> None:
+        params = [p for group in self.param_groups for p in group["params"]]
+        for p, offset in zip(params, self.offsets):
+            if p.grad is not None:
+                p.sub_(self.defaults["lr"] * (p.grad + 0.1 * offset))
+
+
+class NanAfterOneStepSGD(PlainSGD):
+    """Diverges on purpose: after its first step every param is NaN, so the closure's loss is NaN, and
+    the step returns that loss as it should."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.fill_(float("nan"))

@@ -521,3 +521,15 @@ class KwargsOptionsSGD(PlainSGD):
     def _update(self) -> None:
         _settings(**self.options)
         super()._update()
+
+
+class NoisyClosureSGD(PlainSGD):
+    """Its step requires a closure and draws noise from torch's RNG (torch_pso's particles)."""
+
+    def step(self, closure):
+        loss = closure()
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.sub_(group["lr"] * (p.grad + 0.01 * torch.randn_like(p)))
+        return loss

@@ -45,7 +45,10 @@ SPECS = {
     "coarse": "optimizer: planted_run_model:CoarseLrSGD\nkwargs: {lr: 0.01}\nchecks: [law_param_groups]\n"
               "laws: {param_groups: true}\n",
     "refusing": "optimizer: planted_run_model:ClosureRefusingSGD\nkwargs: {lr: 0.1}\nclosure: [false]\n"
-                "checks: [law_grads_untouched, law_closure_loss, law_descent, law_hooks]\nlaws: {descent: true}\n",
+                "checks: [law_grads_untouched, law_closure_loss, law_descent, law_hooks, closure_graph_break]\nlaws: {descent: true}\n",
+    "randominit": "optimizer: planted_run_model:RandomInitSGD\nkwargs: {lr: 0.1}\nchecks: [law_determinism, fuzz_determinism]\n"
+                  "fuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
+    "nanloss": "optimizer: planted_run_model:NanAfterOneStepSGD\nkwargs: {lr: 0.1}\nchecks: [law_closure_loss]\n",
     "inner": "optimizer: planted_run_model:InnerBackwardSGD\nkwargs: {lr: 0.1}\ngrad_mode: enabled\n"
              "checks: [parity, law_grads_untouched, law_determinism, in_backward, fuzz_determinism]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}}\n",
     "nonegrad": "optimizer: planted_run_model:NoneGradRefusingSGD\nkwargs: {lr: 0.01}\nlaws: {untouched: true}\n"
@@ -142,8 +145,22 @@ def test_the_laws_give_a_closure_only_where_the_spec_declares_closure_variants(s
     out, _, _ = session
     outcomes = _outcomes(out, "closurerefusingsgd-default-cpu")
     assert outcomes == {"law_grads_untouched": "PASSED", "law_closure_loss": "SKIPPED", "law_descent": "PASSED",
-                        "law_hooks": "PASSED"}, out
+                        "law_hooks": "PASSED", "closure_graph_break": "SKIPPED"}, out
     assert "law closure_loss: the spec declares no closure variant (`closure: [false]`" in out
+    assert "the spec declares `closure: [false]` (its step refuses a closure): there is no step(closure) to compile" in out
+
+
+def test_what_a_constructor_draws_comes_from_the_cases_seed_in_every_run(session):
+    """torch_pso draws its particles in its constructor: the determinism law built its two optimizers at
+    two RNG states, so two runs "with the same seeds" differed, a red that was the plugin's."""
+    out, _, _ = session
+    assert _outcomes(out, "randominitsgd-default-cpu") == {"law_determinism": "PASSED"}, out[-3000:]
+    assert _outcomes(out, "randominitsgd-fuzz-cpu") == {"fuzz_determinism": "PASSED"}
+
+
+def test_a_step_that_returns_its_closures_nan_loss_returns_its_closures_loss(session):
+    out, _, _ = session
+    assert _outcomes(out, "nanafteronestepsgd-default-cpu") == {"law_closure_loss": "PASSED"}, out[-3000:]
 
 
 def test_a_step_that_runs_autograd_itself_steps_with_grad_on_and_its_inner_optimizers_compare_by_state(session):

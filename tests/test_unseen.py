@@ -31,6 +31,9 @@ SPECS = {
     "noisy": "optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "named": "optimizer: planted_unseen:NamedParamsSGD\nkwargs: {lr: 0.1}\nparams: named\nchecks: [parity, in_backward]\n",
     "model": "optimizer: planted_unseen:ModelSGD\nkwargs: {lr: 0.1}\nparams: model\nchecks: [parity, zero]\n",
+    "modelfuzz": "optimizer: planted_unseen:ModelSGD\nname: modelfuzz\nkwargs: {lr: 0.1}\nparams: model\n"
+                 "checks: [fuzz_determinism, fuzz_zero_lr]\nfuzz: {determinism: {examples: {ci: 3, dev: 3}}, "
+                 "zero_lr: {examples: {ci: 3, dev: 3}}}\n",
     "muon": "optimizer: planted_unseen:MuonStyleSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
             "params:\n  - {min_ndim: 2, use_muon: true}\n  - {use_muon: false}\n",
     "split": "optimizer: planted_unseen:SplitParamsSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
@@ -225,6 +228,9 @@ def test_optimizers_that_take_named_params_groups_by_shape_or_the_model_are_buil
     assert _outcome(out, "specs/named.yaml::namedparamssgd-default-cpu::in_backward") == "SKIPPED"
     assert "takes its params as named (the spec's `params`)" in out
     assert _outcome(out, "specs/model.yaml::modelsgd-default-cpu::zero") == "SKIPPED"
+    for prop in ("fuzz_determinism", "fuzz_zero_lr"):  # a property's draws are loose params: not applicable, not falsified
+        assert _outcome(out, f"specs/modelfuzz.yaml::modelfuzz-fuzz-cpu::{prop}") == "SKIPPED", out[-3000:]
+    assert "falsified" not in out
 
 
 @pytest.mark.parametrize("workers", ["2", "0"])
@@ -395,6 +401,24 @@ def test_a_step_that_takes_an_object_in_place_of_a_closure_is_skipped_saying_so_
     result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
+
+
+def test_init_finds_the_rng_use_of_a_step_that_requires_a_closure(tmp_path):
+    """torch_pso's steps draw and need a closure: init's RNG probe stepped without one, saw the step raise,
+    and wrote no `fallback_random` (each case's parity then red, saying to set it)."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:NoisyClosureSGD")
+    assert "\nfallback_random: true  # its step draws from torch's RNG" in text, text
+
+
+def test_init_proposes_no_property_for_a_constructor_that_takes_the_model(tmp_path):
+    """SIRFShampoo takes the model: every property it was proposed was red "falsified" by its constructor's
+    NotApplicable (the properties step loose params), blamed on the optimizer."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:ModelSGD")
+    assert "\n# fuzz: none: its constructor takes the model itself" in text and "\nfuzz:" not in text, text
 
 
 def test_law_param_shapes_follow_min_and_max_ndim_and_a_contradiction_is_a_spec_error(tmp_path):

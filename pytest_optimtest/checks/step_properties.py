@@ -9,7 +9,9 @@ from typing import Any
 from ..harness.compare import listed, snapshot_differences
 from ..harness.ladder import COMPARED_COMPILED, COMPILED
 from ..harness.runner import MissingGrads, Regime, Run
-from ..harness.vacuity import Blocked, require_compiled, require_moved
+from ..harness.builder import law_closure
+from ..harness.vacuity import Blocked, NotApplicable, require_compiled, require_moved
+from ..spec.values import resolve
 from .base import Check, Verdict
 
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
@@ -40,6 +42,9 @@ def check_none_grads(case: Any, runs: Any) -> Verdict:
 
 def check_closure_graph_break(case: Any, runs: Any) -> Verdict:
     """`step(closure)` compiled, with a graph break inside the closure, matches eager."""
+    if not law_closure(case, resolve(case.optimizer))[0]:
+        raise NotApplicable(f"{case.id}: the spec declares `closure: [false]` (its step refuses a closure): there is no "
+                            "step(closure) to compile")
     eager = runs.run(case, Regime(closure=True))
     compiled = runs.run(case, Regime(compiled=True, closure=True, closure_graph_break=True))
     if not eager.closure_calls:

@@ -66,12 +66,21 @@ def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable
 
 def make_optimizer(case: Any, source: torch.nn.Module | Iterable[Any]) -> torch.optim.Optimizer:
     """The case's optimizer over a model's params (or loose params), given in the spec's `params`
-    form, with kwargs built afresh, and the spec's `setup` run on it."""
+    form, with kwargs built afresh, and the spec's `setup` run on it. What the constructor draws from
+    torch's RNG (torch_pso's particles) comes from the case's seed, whatever ran before, so that two
+    runs of a comparison start alike; the caller's RNG stream is left as it was."""
     from ..spec.values import build_kwargs, resolve
 
-    optimizer = construct(resolve(case.optimizer), getattr(case, "params", "list"), source,
-                          build_kwargs(case.kwargs, case.device), case.device)
+    with torch.random.fork_rng(devices=_rng_devices(case.device)):
+        seed_all(case.seed, case)
+        optimizer = construct(resolve(case.optimizer), getattr(case, "params", "list"), source,
+                              build_kwargs(case.kwargs, case.device), case.device)
     return with_setup(case, optimizer)
+
+
+def _rng_devices(device: str) -> list[int]:
+    """The CUDA devices whose RNG a case on `device` draws from (fork_rng saves and restores those)."""
+    return [torch.cuda.current_device()] if device.startswith("cuda") and torch.cuda.is_available() else []
 
 
 def with_setup(case: Any, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:

@@ -4,6 +4,7 @@ ReduceLROnPlateau is fed it: a step that drops it feeds them None."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -34,12 +35,17 @@ def check_closure_loss(case: Any, runs: Any) -> Verdict:
 
 
 def _same(returned: Any, loss: torch.Tensor) -> bool:
-    """The closure's loss itself, a tensor equal to it, or its value as a number."""
+    """The closure's loss itself, a tensor equal to it, or its value as a number (a NaN loss returned
+    as NaN is the same loss: a run that diverged still returns what its closure did)."""
     if returned is loss:
         return True
     if isinstance(returned, torch.Tensor):
-        return returned.numel() == 1 and float(returned) == float(loss)
-    return isinstance(returned, (int, float)) and not isinstance(returned, bool) and float(returned) == float(loss)
+        return returned.numel() == 1 and _equal(float(returned), float(loss))
+    return isinstance(returned, (int, float)) and not isinstance(returned, bool) and _equal(float(returned), float(loss))
+
+
+def _equal(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _shown(value: Any) -> str:
