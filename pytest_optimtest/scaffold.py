@@ -30,7 +30,8 @@ from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
-from .spec.values import DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, optimizer_class_problem, resolve, takes_keyword, wrapped_optimizer_argument
+from .spec.values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, optimizer_class_problem, resolve, takes_a_model,
+                          takes_keyword, wrapped_optimizer_argument)
 
 DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 
@@ -38,6 +39,8 @@ DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 # How a probe's closure makes grads: the protocol `_params_form` found (`backward:` in the spec) holds
 # for every probe after it, and each probe builds its own closure.
 _PROBE_BACKWARD: contextvars.ContextVar[str] = contextvars.ContextVar("probe_backward", default="plain")
+# a step that moves the params only given a closure (a gradient-free one that evaluates it): every probe gives one
+_PROBE_CLOSURE: contextvars.ContextVar[bool] = contextvars.ContextVar("probe_closure", default=False)
 
 
 def starter_spec(optimizer: str) -> tuple[str, str]:
@@ -75,7 +78,13 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
     form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {}, wraps[0] if wraps else None)
+    if factory is None:  # nothing to probe: no params form or model of the plugin's constructs it
+        return f"{name}.yaml", _unconstructible_spec(optimizer, cls, {"lr": lr} if has_lr else {}, form, form_lines)
     _PROBE_BACKWARD.set(next((line.split()[1] for line in form_lines if line.startswith("backward: ")), "plain"))
+    _PROBE_CLOSURE.set(_moves_only_given_closure(probe, form, {"lr": lr} if has_lr else {}, factory))
+    seeded = _seed_fill(probe, form, {"lr": lr} if has_lr else {}, factory)
+    if seeded is not None:  # its own generator, seeded from the OS unless given a seed: runs would never compare
+        fills, fill_notes, probe = {**fills, **seeded[0]}, [*fill_notes, seeded[1]], functools.partial(probe, **seeded[0])
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
     lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
@@ -146,7 +155,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
           ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
-               "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None),
+               "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None,
+               gradient_free=_gradient_free(probe, form, base, factory)),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -348,7 +358,11 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
             try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
                 construct(cls, flagged, two_linear(), kwargs, "cpu")
             except Exception:  # noqa: BLE001  # not that convention either: say what to fill in
-                return "list", two_linear, [
+                if takes_a_model(cls):  # a model of its own kind (LoRA-Pro's LoRA pairs): none of the plugin's
+                    return "model", None, [f"# its constructor takes a model, and refused the plugin's ({problems['model']})",
+                                           "# model: yourpackage.testing:model_factory  # fill in: a model it takes, "
+                                           "built on the device it is given"]
+                return "list", None, [
                     f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
                     "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
             return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
@@ -378,6 +392,10 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                                     backward=vector_protocol.split()[1] if vector_protocol else "plain")[1]
             model = f"model: pytest_optimtest.models:two_diagonal  # its step refuses matrices: {refused or step_problem}"
             return form, two_diagonal, [*lines, model, *([vector_protocol] if vector_protocol else [])]
+    missing = _missing_module(step_problem) if step_problem else None
+    if missing is not None:  # not a protocol: a dependency it imports when it steps (swarmtorch's CMA-ES, `cma`)
+        return form, factory, [*lines, f"requires: [{missing}]  # its step imports {missing}, not installed here "
+                                       f"({step_problem}): install it, then run init again for a spec that probed its step"]
     skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
     if skip is not None:
         comment, reason = skip
@@ -386,6 +404,20 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
     return form, factory, lines
+
+
+def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, form_lines: list[str]) -> str:
+    """A spec that loads and skips every test, saying what to fill in, for a constructor that refuses
+    every params form and model the plugin has: a model of its own kind (LoRA-Pro's), params nested in
+    a way no spec form gives (AdamSLS's list of lists). What it takes is the user's to give."""
+    shown = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
+    wanted = ("a model of its own kind: give `model:` a factory of one (called as factory(device=...))" if form == "model"
+              else "params in a form init could not find: give `params` groups it takes (docs/specs.md)")
+    reason = f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}, and remove this skip"
+    return "\n".join([
+        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+        f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *(["params: model"] if form == "model" else []), *form_lines,
+        "cases:", "  - name: default", "devices: [cpu, cuda]", "skip:", f'  - {{reason: "{reason}"}}', ""])
 
 
 def _what_to_fill_in(step_problem: str) -> str:
@@ -433,6 +465,16 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
                 f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
                 "steps take a closure function, as the plugin's runs give: not supported")
     return None
+
+
+def _missing_module(problem: str) -> str | None:
+    """The module an ImportError the step raised says is missing (by `No module named`, or the package
+    its message says to install), or None."""
+    if not problem.startswith(("ImportError", "ModuleNotFoundError")):
+        return None
+    found = (re.search(r"No module named '([\w.]+)'", problem) or re.search(r"pip install ([\w.-]+)", problem)
+             or re.search(r"requires the '([\w.-]+)' package", problem))
+    return found.group(1).split(".")[0].replace("-", "_") if found else None
 
 
 def _raised_on_purpose(problem: str) -> bool:
@@ -581,7 +623,8 @@ def _movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype 
     smaller of two eager steps of the model on fixed grads and of the laws' regime; None if a step raised."""
     moved, problem = _stepped(cls, form, {"lr": lr}, factory, steps=2, dtype=dtype)
     # the laws' regime steps on grads set by hand: not one for a step that differentiates its closure's graph
-    law_moved = moved if _PROBE_BACKWARD.get() != "plain" else _law_regime_movement(cls, form, factory, lr, dtype)
+    probed_alone = _PROBE_BACKWARD.get() != "plain" or _PROBE_CLOSURE.get()  # the laws' regime steps without one
+    law_moved = moved if probed_alone else _law_regime_movement(cls, form, factory, lr, dtype)
     return None if problem or law_moved is None else min(moved, law_moved)
 
 
@@ -647,7 +690,7 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
     model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     batch = torch.randn(10, IN_FEATURES).to(dtype)
-    closure = closure or backward != "plain"  # grads set beforehand have no graph for such a step
+    closure = closure or backward != "plain" or _PROBE_CLOSURE.get()  # grads set beforehand have no graph for such a step
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
         loss = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=backward)
@@ -695,12 +738,85 @@ def _grad_mode_lines(cls: type, form: Any, factory: Any, kwargs: dict, dtype: to
     return [f"grad_mode: enabled  # its step raises under no_grad ({under_no_grad}) and steps with grad on"]
 
 
+SEED_ARGUMENTS = ("seed", "random_state", "random_seed", "rng_seed")
+
+
+def _seed_fill(cls: type, form: Any, kwargs: dict, factory: Any) -> tuple[dict[str, int], str] | None:
+    """({argument: 0}, note) where the constructor takes a seed that defaults to None and two runs from
+    torch's one seed differ without it and agree with it (pyperch's private generator, seeded from the OS)."""
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return None
+    name = next((n for n, p in parameters.items() if n in SEED_ARGUMENTS and p.default is None and n not in kwargs), None)
+    if name is None:
+        return None
+    unseeded = _twin_runs(cls, form, kwargs, factory)
+    if unseeded is None or unseeded == (True, True):  # it raised, or two runs that moved agree: seeded by torch's seed
+        return None
+    if _twin_runs(cls, form, {**kwargs, name: 0}, factory) is None:
+        return None
+    why = "two runs from one torch seed differ without it" if not unseeded[0] else \
+        "its runs moved nothing here, so whether they agree without it is unknown"
+    return {name: 0}, f"{name}: 0: {why} (it draws from a generator of its own)"
+
+
+def _twin_runs(cls: type, form: Any, kwargs: dict, factory: Any) -> tuple[bool, bool] | None:
+    """(whether two runs of three steps from torch's one seed end with equal params, whether they moved
+    them); None if a step raised."""
+    torch.manual_seed(0)
+    start = [p.detach().clone() for p in factory().parameters()]
+    ends = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = factory()
+        try:
+            optimizer = construct(cls, form, model, kwargs, "cpu")
+            closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES), lambda out: out.pow(2).sum(),
+                                   backward=_PROBE_BACKWARD.get())
+            closure()
+            for _ in range(3):
+                _probe_step(optimizer, closure)
+        except Exception:  # noqa: BLE001  # the step probes report what it raised
+            return None
+        ends.append([p.detach().clone() for p in model.parameters()])
+    return all(torch.equal(a, b) for a, b in zip(*ends)), any(not torch.equal(a, b) for a, b in zip(start, ends[0]))
+
+
+def _gradient_free(cls: type, form: Any, kwargs: dict, factory: Any) -> bool:
+    """Whether the step moves params by its closure's loss alone: given a closure that leaves every grad
+    None it moves them, and on grads without a closure it raises or moves nothing (pyperch's GA, swarmtorch's
+    PSO). A step that moves grad-less params either way (a decay without a grad) is no search: its
+    untouched law is to be checked."""
+    if _PROBE_BACKWARD.get() != "plain":
+        return False
+    searched, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=True, backward="by_step")
+    if problem is not None or searched == 0:
+        return False
+    if _PROBE_CLOSURE.get():  # it moves nothing without a closure: probed already
+        return True
+    alone, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=False)
+    return problem is not None or alone == 0
+
+
+def _moves_only_given_closure(cls: type, form: Any, kwargs: dict, factory: Any) -> bool:
+    """Whether two steps return without moving the params given no closure and move them given one: a
+    gradient-free step that evaluates its closure (swarmtorch's PSO returns at once without one)."""
+    alone, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=False)
+    if problem is not None or alone > 0:
+        return False
+    given, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=True)
+    return problem is None and given > 0
+
+
 def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> str:
     """The spec's closure variants: both, unless the step raises without a closure and steps with one
     (QQN's `step(closure=None)` asserts it was given one), or the reverse (Adams_ZeRO's asserts it was
     not): a signature cannot say so."""
     if _PROBE_BACKWARD.get() != "plain":
         return "closure: [true]  # its backward protocol steps with a closure"
+    if _PROBE_CLOSURE.get():
+        return "closure: [true]  # its step moves the params only given a closure (it evaluates the loss; without one it returns)"
     alone = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=False)[1]
     given = _stepped_with(cls, form, kwargs, factory, 1, dtype, closure=True)[1]
     if alone is not None and given is None:
@@ -713,7 +829,7 @@ def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch
 def _probe_step(optimizer: Any, closure: Callable[[], torch.Tensor]) -> None:
     """One probe step as the runs take it: with the closure where the protocol found or the step's
     signature needs one (torch_pso's step(closure)), else on the grads the closure left."""
-    if _PROBE_BACKWARD.get() != "plain" or requires_closure(type(optimizer)):
+    if _PROBE_BACKWARD.get() != "plain" or _PROBE_CLOSURE.get() or requires_closure(type(optimizer)):
         optimizer.step(closure)
     else:
         optimizer.step()
@@ -835,9 +951,10 @@ def _case_name(text: str, taken: set[str]) -> str:
 
 
 def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bool = True,
-          tensor_lr: bool = True) -> list[str]:
+          tensor_lr: bool = True, gradient_free: bool = False) -> list[str]:
     """The conformance laws the constructor makes checkable (`lr` None: the cases give none) over params
-    shaped as `factory`'s model's; the two init cannot judge, commented out."""
+    shaped as `factory`'s model's; the two init cannot judge, commented out; untouched not for a step
+    that moves params by its closure's loss, not their grads."""
     lines = ["laws:  # conformance laws, each its own item (docs/laws.md); drop one it does not claim"]
     if factory is two_linear_no_bias:
         lines.append("  min_ndim: 2  # its step refuses 1-D params")
@@ -852,7 +969,8 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
         variants.append(f"    tensor_lr: [{{lr: {lr!r}}}, {{lr: {{tensor: {lr!r}}}}}]")
     if variants:
         lines += ["  equivalent:  # kwargs that must not change the run", *variants]
-    lines.append("  untouched: true  # a param whose grad is None does not move and gets no state")
+    lines.append("  # untouched: left out: its step moves params whose grad is None (it searches by its closure's loss, "
+                 "not by grads)" if gradient_free else "  untouched: true  # a param whose grad is None does not move and gets no state")
     if lr is not None:
         lines.append("  param_groups: true  # each group's own lr is used (schedulers rely on it)")
     lines += ["  descent: true  # closure steps on a convex problem lower the loss (raise it under maximize)",

@@ -533,3 +533,56 @@ class NoisyClosureSGD(PlainSGD):
                 for p in group["params"]:
                     p.sub_(group["lr"] * (p.grad + 0.01 * torch.randn_like(p)))
         return loss
+
+
+class LoraPairsSGD(PlainSGD):
+    """Takes a model and steps only its LoRA pairs (LoRA-Pro's AdamW): the plugin's models have none."""
+
+    def __init__(self, model: torch.nn.Module, lr=0.1):
+        pairs = [m for m in model.modules() if hasattr(m, "lora_A") and hasattr(m, "lora_B")]
+        if not pairs:
+            raise RuntimeError("LoraPairsSGD: no (lora_A, lora_B) pairs found on the model.")
+        super().__init__([p for m in pairs for p in (m.lora_A, m.lora_B)], lr)
+
+
+class ClosureSearchSGD(PlainSGD):
+    """Gradient-free in spirit (swarmtorch's PSO): without a closure its step returns at once; given one,
+    it evaluates it and steps."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is None:
+            return None
+        return super().step(closure)
+
+
+class OwnGeneratorSGD(PlainSGD):
+    """Noisy SGD drawing from a generator of its own, seeded from the OS unless given `random_state`
+    (pyperch's GA, SA, RHC)."""
+
+    def __init__(self, params, lr=0.1, random_state=None):
+        super().__init__(params, lr)
+        self.generator = torch.Generator()
+        self.generator.seed() if random_state is None else self.generator.manual_seed(random_state)
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    noise = torch.randn(p.shape, generator=self.generator, dtype=p.dtype)
+                    p.sub_(group["lr"] * (p.grad + 0.01 * noise))
+
+
+class _LoraLinear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lora_A = torch.nn.Parameter(torch.randn(2, 10) * 0.1)
+        self.lora_B = torch.nn.Parameter(torch.randn(10, 2) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.lora_A.t() @ self.lora_B.t()
+
+
+def lora_model(device: str = "cpu") -> torch.nn.Module:
+    """The model LoraPairsSGD takes: one LoRA pair, 10 features in and out."""
+    return _LoraLinear().to(device)

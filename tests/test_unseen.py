@@ -555,9 +555,12 @@ def test_a_constructor_that_refuses_every_params_form_is_named_as_such_not_blame
                r"can only concatenate list \(not \"Parameter\"\) to list\), with these kwargs or none: give it `params`")
     with pytest.raises(SpecError, match=refused):
         cases_from(tmp_path, "optimizer: planted_run_model:ListOfListsSGD\nkwargs: {lr: 0.1}\n")
-    assert write_starter_spec("planted_run_model:ListOfListsSGD", tmp_path / "init.yaml") == 1
-    assert "does not validate yet" in capsys.readouterr().err
-    assert "fill in `params`" in (tmp_path / "init.yaml").read_text()
+    # init's spec loads, and skips every test saying what to fill in (it did not load before)
+    assert write_starter_spec("planted_run_model:ListOfListsSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "fill in `params`" in text and "it takes params in a form init could not find: give `params` groups" in text
+    cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    assert cases and all(case.skip for case in cases)
 
 
 def test_whose_file_a_frame_is_by_folder_not_by_name_prefix(tmp_path):
@@ -605,3 +608,54 @@ def test_four_cases_that_segfault_under_xdist_are_four_failed_items_and_the_sess
     assert re.search(r"^seg\.yaml +1 +4 ", out, re.M), out[-3000:]  # the per-spec summary: 1 passed, 4 failed
     outcomes = {r["case"]: r["outcome"] for r in json.loads((tmp_path / "report.json").read_text())["items"]}
     assert outcomes == {"segfaultingsgd-fine-cpu": "passed", **{f"segfaultingsgd-crash{i}-cpu": "failed" for i in range(1, 5)}}
+
+
+def test_init_writes_a_spec_that_loads_and_skips_for_a_constructor_that_takes_a_model_of_its_kind(pytester):
+    """LoRA-Pro's AdamW takes a model with LoRA pairs: init wrote a spec that did not load, naming the list's
+    error (`'list' object has no attribute 'modules'`) where the model's says what it wants."""
+    for module in ("planted.py", "planted_unseen.py"):
+        shutil.copy(TESTS / module, pytester.path / module)
+    result = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:LoraPairsSGD", "-o", "s.yaml")
+    assert result.ret == 0, result.stderr.str()
+    text = (pytester.path / "s.yaml").read_text()
+    assert "params: model\n# its constructor takes a model, and refused the plugin's (RuntimeError: LoraPairsSGD: no " \
+           "(lora_A, lora_B) pairs found on the model.)" in text, text
+    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q", "-rs")
+    assert set(run.parseoutcomes()) == {"skipped"}, run.outlines
+    run.stdout.fnmatch_lines(["*LoraPairsSGD refused every params form and model the plugin has; it takes a model of its own kind*"])
+    # the skip removed, the loader names the model's error at the key; with a model it takes, the checks run
+    unskipped = text.split("skip:")[0].replace("devices: [cpu, cuda]", "devices: [cpu]")
+    (pytester.path / "s.yaml").write_text(unskipped)
+    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
+    run.stdout.fnmatch_lines(["*s.yaml:*LoraPairsSGD takes a model and refuses the spec's `model: "
+                              "pytest_optimtest.models:two_linear` (RuntimeError: LoraPairsSGD: no (lora_A, lora_B)*"])
+    (pytester.path / "s.yaml").write_text(unskipped + "model: planted_unseen:lora_model\nchecks: [parity]\n")
+    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
+    assert run.parseoutcomes().get("passed", 0) > 0 and "failed" not in run.parseoutcomes(), run.outlines
+
+
+def test_init_closes_over_a_step_that_moves_only_given_a_closure(tmp_path):
+    """swarmtorch's PSO returns at once without a closure: init wrote `closure: [false, true]` and probed
+    its lr without one (the params moved 0 tolerances at every lr), so half its items proved nothing."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:ClosureSearchSGD")
+    assert "\nclosure: [true]  # its step moves the params only given a closure" in text, text
+    assert "move under" not in text  # its lr probe stepped with the closure
+    _, plain = starter_spec("planted:PlainSGD")
+    assert "\nclosure: [false, true]" in plain
+
+
+def test_init_seeds_an_optimizer_whose_own_generator_is_seeded_from_the_os(tmp_path):
+    """pyperch's GA draws from a torch.Generator of its own, seeded from the OS unless given `random_state`:
+    every run differed from its twin (determinism and parity red on every case)."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:OwnGeneratorSGD")
+    assert "kwargs: {lr: 0.01, random_state: 0}" in text and "# random_state: 0: two runs from one torch seed differ " \
+           "without it" in text, text
+    assert cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    _, seeded = starter_spec("planted_unseen:NoisyClosureSGD")  # torch's global RNG: fallback_random, no seed argument
+    assert "random_state" not in seeded

@@ -16,8 +16,8 @@ from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
 from .schema import DEFAULT_TOLERANCES, CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec, Tolerance
-from .values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, build_kwargs, optimizer_class_problem, resolve, takes_keyword,
-                     value_problem, wrapped_optimizer_argument)
+from .values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, build_kwargs, optimizer_class_problem, resolve, takes_a_model,
+                     takes_keyword, value_problem, wrapped_optimizer_argument)
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
@@ -418,6 +418,8 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                                             "groups' selectors: names, ndim, min_ndim); or, where "
                                             f"{positional[-1]!r} takes no params of its own, give it under kwargs "
                                             f"({KWARG_OBJECTS})")
+    if _skips_everything(spec):  # init's spec for an optimizer no model of the plugin's fits: nothing constructs it
+        return
     memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:
         from ..harness.isolation import rngs_kept  # torch loads only where a constructor runs: loading a spec stays light
@@ -431,6 +433,11 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
     if problem:
         culprit = next((k for k in kwargs if k in problem and k in spec.cases[where[1]].kwargs), None)
         raise locator.error((*where, "kwargs", culprit) if culprit else where, f"{cls.__name__}({_show(kwargs)}) rejects these kwargs: {problem}")
+
+
+def _skips_everything(spec: Spec) -> bool:
+    """Whether a skip rule without selectors skips every test of the spec."""
+    return any(r.cases == "*" and all(v is None for v in (r.devices, r.dtypes, r.checks, r.torch)) for r in spec.skip)
 
 
 PARAMS_FORM = "params form: "  # a construction problem that another `params` form solves
@@ -470,6 +477,11 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
             return (f"{PARAMS_FORM}{cls.__name__} refuses {given} ({problem}) and takes {words[other]}: "
                     f"{'remove `params`' if other == 'list' else f'set `params: {other}`'} in the spec")
     if not kwargs or attempt(form, {}) == problem:  # the same error without the kwargs: not theirs
+        if takes_a_model(cls):  # its error over the model says what model it wants (LoRA-Pro's LoRA pairs)
+            problem = attempt("model") if form != "model" else problem
+            return (f"{PARAMS_FORM}{cls.__name__} takes a model and refuses the spec's `model: {model_path}` ({problem}), "
+                    "and every other params form: give it a `model` factory whose modules it takes (called as "
+                    "factory(device=...); docs/specs.md) with `params: model`")
         wrapped = wrapped_optimizer_argument(cls)
         fix = (f"if it wraps an optimizer instance (its first argument is `{wrapped}`), set `params: wrapped` and give "
                f"`{wrapped}: {DEFAULT_BASE.spec_text()}` under kwargs" if wrapped

@@ -194,3 +194,23 @@ def takes_keyword(cls: type, name: str) -> bool:
 
     params = inspect.signature(cls).parameters
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+MODEL_ARGUMENT_NAMES = ("model", "module", "net", "network")
+
+
+def takes_a_model(cls: Any) -> bool:
+    """Whether the constructor's first argument is a model (`model: nn.Module`, LoRA-Pro's), by its
+    annotation or its name: a constructor that then refuses every params form wants a model of its kind."""
+    try:
+        first = next((p for n, p in inspect.signature(cls).parameters.items() if n != "self"), None)
+    except (TypeError, ValueError):  # a builtin or C constructor without a signature
+        return False
+    if first is None:
+        return False
+    annotation = first.annotation
+    if isinstance(annotation, str):  # `from __future__ import annotations`: the name is what there is
+        return annotation.rsplit(".", 1)[-1] in ("Module", "nn.Module") or first.name in MODEL_ARGUMENT_NAMES
+    named_module = inspect.isclass(annotation) and any(k.__name__ == "Module" and k.__module__.startswith("torch.nn")
+                                                        for k in inspect.getmro(annotation))
+    return named_module or first.name in MODEL_ARGUMENT_NAMES
