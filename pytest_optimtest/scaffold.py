@@ -151,7 +151,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
-        *(_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr) if form != "model" else
+        *(_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr,
+                      _refusal(probe, form, base, [(4, 3)], torch.float64, needs_closure)) if form != "model" else
           ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
@@ -867,8 +868,8 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
     settings: dict[str, Any] = {}
     notes = []
     # an empty param of either side: fuzz draws both (Muon divides by the last side's size)
-    for shape, setting, value in (((5,), "min_dims", 2), ((), "min_dims", 1), ((0, 3), "allow_empty", False),
-                                  ((3, 0), "allow_empty", False)):
+    for shape, setting, value in (((5,), "min_dims", 2), ((), "min_dims", 1), ((2, 3, 4), "max_dims", 2),
+                                  ((0, 3), "allow_empty", False), ((3, 0), "allow_empty", False)):
         if setting in settings:
             continue  # min_dims 2 already leaves 0-d params out; one empty shape refused is enough
         refusal = _first_refusal(cls, form, every_case, shape, dtype, needs_closure)
@@ -980,7 +981,7 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
 
 
 def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any],
-                zero_lr_refusal: str | None = None, has_lr: bool = True) -> list[str]:
+                zero_lr_refusal: str | None = None, has_lr: bool = True, float64_refusal: str | None = None) -> list[str]:
     """The metamorphic properties the constructor allows; elementwise commented out (init cannot know),
     dtypes only where the state follows the param's dtype, zero_lr only where a step at lr 0 runs;
     each drawing only the shapes it steps."""
@@ -991,8 +992,10 @@ def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: 
     every = f"{{examples: {{ci: 10, dev: 20}}{bounds}}}"
     lines = ["fuzz:  # Hypothesis properties of the eager step over the plain cases (docs/fuzzing.md)",
              f"  determinism: {every}  # two runs from one seed are bitwise equal"]
-    if state_follows_param:
+    if state_follows_param and float64_refusal is None:
         lines.append(f"  dtypes: {every}  # params and state keep their dtype (bfloat16, float64)")
+    elif state_follows_param:
+        lines.append(f"  # dtypes: left out: it draws float64 params, and its step refused them ({float64_refusal})")
     if "maximize" in stored:
         lines.append(f"  maximize: {every}  # maximize on grad g equals minimize on -g, state included")
     if has_lr and zero_lr_refusal is None:

@@ -586,3 +586,56 @@ class _LoraLinear(torch.nn.Module):
 def lora_model(device: str = "cpu") -> torch.nn.Module:
     """The model LoraPairsSGD takes: one LoRA pair, 10 features in and out."""
     return _LoraLinear().to(device)
+
+
+class LazyImportSGD(PlainSGD):
+    """Imports a dependency only when it steps (swarmtorch's CMA-ES and `cma`), one not installed."""
+
+    def _update(self) -> None:
+        import optimtest_missing_dependency  # noqa: F401  # the point: a module that is not installed
+
+        super()._update()
+
+
+class LossSearch(PlainSGD):
+    """A search by the closure's loss, no grads (pyperch's hill climbing): shifts each param by +-lr and
+    keeps the better; its step requires the closure."""
+
+    @torch.no_grad()
+    def step(self, closure):
+        best = float(closure())
+        for group in self.param_groups:
+            for p in group["params"]:
+                for shift in (group["lr"], -2 * group["lr"]):
+                    p.add_(shift)
+                    loss = float(closure())
+                    if loss < best:
+                        best = loss
+                        break
+                else:
+                    p.add_(group["lr"])
+        return torch.tensor(best)
+
+
+class NoFloat64SGD(PlainSGD):
+    """Quantizes its state for float32 and bf16 grads only (gefen's): float64 is refused."""
+
+    def _update(self) -> None:
+        if any(p.dtype == torch.float64 for g in self.param_groups for p in g["params"]):
+            raise ValueError("NoFloat64SGD state dtype is undefined for torch.float64")
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    buf = self.state[p].setdefault("momentum", torch.zeros_like(p))
+                    buf.mul_(0.9).add_(p.grad)
+                    p.add_(buf, alpha=-group["lr"])
+
+
+class UpToMatricesSGD(PlainSGD):
+    """Transposes each grad (a Shampoo-like preconditioner): params of 3 or more dimensions are refused."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad.t().t(), alpha=-group["lr"])

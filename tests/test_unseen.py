@@ -659,3 +659,47 @@ def test_init_seeds_an_optimizer_whose_own_generator_is_seeded_from_the_os(tmp_p
     assert cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
     _, seeded = starter_spec("planted_unseen:NoisyClosureSGD")  # torch's global RNG: fallback_random, no seed argument
     assert "random_state" not in seeded
+
+
+def test_a_dependency_the_step_imports_is_a_requirement_not_a_protocol(tmp_path):
+    """swarmtorch's CMA-ES imports `cma` when it steps: init called its ImportError, a `raise` of its own, a
+    protocol the plugin does not support, and every item skipped saying so; it is a module to install."""
+    from pytest_optimtest.items import missing_requirements
+    from pytest_optimtest.scaffold import starter_spec
+    from pytest_optimtest.cases import project_registry
+
+    _, text = starter_spec("planted_unseen:LazyImportSGD")
+    assert "\nrequires: [optimtest_missing_dependency]  # its step imports optimtest_missing_dependency, not installed " \
+           "here (ModuleNotFoundError: No module named 'optimtest_missing_dependency'" in text, text
+    assert "\nskip:" not in text and "protocol of its own" not in text
+    (tmp_path / "spec.yaml").write_text(text)
+    spec, _ = project_registry(tmp_path / "spec.yaml").load_spec(tmp_path / "spec.yaml")
+    assert "requires optimtest_missing_dependency (No module named" in (missing_requirements(spec) or "")
+
+
+def test_init_proposes_no_untouched_law_for_a_search_by_the_closures_loss(tmp_path):
+    """pyperch's GA and RHC move every param whatever its grad: the untouched law init proposed was red on
+    each, "weight decay or momentum applied without a grad?"; a decay without a grad keeps the law."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:LossSearch")
+    assert "\n  # untouched: left out: its step moves params whose grad is None (it searches by its closure's loss" in text
+    assert "\n  untouched: true" not in text
+    _, decaying = starter_spec("planted_laws:DecayWithoutGradSGD")  # moves grad-less params on grads alone: a red to see
+    assert "\n  untouched: true" in decaying, decaying
+
+
+def test_init_bounds_fuzz_by_the_dimensions_and_dtypes_the_step_takes(tmp_path):
+    """GefenMuon and torchium's Shampoo refuse 3-D params and Gefen float64 ones: the fuzz properties init
+    proposed drew them and were falsified, blamed on the optimizer, for shapes it never claimed."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:UpToMatricesSGD")
+    assert "# fuzz draws no param of shape (2, 3, 4) (max_dims: 2): its step refused one alone: RuntimeError: t() " \
+           "expects a tensor with <= 2 dimensions" in text, text
+    assert "  determinism: {examples: {ci: 10, dev: 20}, max_dims: 2}" in text
+    _, text = starter_spec("planted_unseen:NoFloat64SGD")
+    assert "\n  # dtypes: left out: it draws float64 params, and its step refused them (ValueError: NoFloat64SGD state " \
+           "dtype is undefined for torch.float64" in text, text
+    _, plain = starter_spec("planted:PlainSGD")
+    assert "max_dims" not in plain
