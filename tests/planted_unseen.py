@@ -639,3 +639,13 @@ class UpToMatricesSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad.t().t(), alpha=-group["lr"])
+
+
+class WholeModelOnlySGD(PlainSGD):
+    """Steps only when it holds every param of the model (a norm over the whole model, say): the shard that
+    ZeroRedundancyOptimizer hands each rank makes its step raise, while DDP and one process run."""
+
+    def _update(self) -> None:
+        if sum(len(g["params"]) for g in self.param_groups) < 4:
+            raise ValueError("WholeModelOnlySGD needs all 4 params of the model")
+        super()._update()

@@ -87,6 +87,16 @@ def test_an_optimizer_refusing_what_zero_hands_it_is_zeros_one_red_and_ddp_still
     assert "planted_unseen.py" in message and "(optimizer's doing)" in message
 
 
+def test_a_step_that_raises_only_under_zero_is_zeros_one_red_and_ddp_still_runs(tmp_path):
+    # truegrad's Sign: ZeRO's ranks raised while training, which failed the rank job that ran DDP too, so the
+    # distributed check was red with ZeRO's error (called torch's) instead of its own verdict
+    case = one_case(tmp_path, spec("planted_unseen:WholeModelOnlySGD"))
+    runs = RunCache()
+    assert run("distributed", case, runs)
+    message = str(failure("zero", case, runs))
+    assert "ValueError: WholeModelOnlySGD needs all 4 params of the model" in message and "planted_unseen.py" in message
+
+
 def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimizers_and_ddp_still_runs(tmp_path):
     # Magma's state_dict holds its base's under a key of its own: ZeRO's KeyError killed both items' ranks, "torch's doing"
     case = one_case(tmp_path, "optimizer: planted_run_model:MaskingWrapper\nparams: wrapped\n"

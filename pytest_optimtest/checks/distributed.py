@@ -97,6 +97,8 @@ def check_zero(case: Any, runs: Any) -> Verdict:
                             "ZeroRedundancyOptimizer hands it one list of params or groups")
     run = _run(case, runs)
     tol, ws = _tolerance(case), case.distributed.world_size
+    if run.zero_failure is not None:  # its own job failed; DDP's run stands for the distributed check
+        raise run.zero_failure
     refused = run.ranks[0].zero_refused
     if refused:  # one red with DCP's where the optimizer's state_dict is not torch.optim's (KnownCause)
         raise KnownCause(f"{case.id}: ZeroRedundancyOptimizer(optimizer_class={case.optimizer}) on {ws} ranks raised "

@@ -23,7 +23,7 @@ from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import binding_base_optimizers, constructor_params
 from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, zero_grads
-from .ranks import RankJob, RankPools, run_ranks
+from .ranks import RankFailure, RankJob, RankPools, run_ranks
 from .snapshot import rebuilt
 from .state_dict_layout import foreign_layout
 
@@ -54,13 +54,13 @@ class DistributedRun:
     graph_breaks: list[str]
     seconds: float  # the ranks, from spawn to teardown
     compiled_error: Exception | None = None  # the compiled train step raised: no `compiled` params (ZeRO needs none)
+    zero_failure: RankFailure | None = None  # the ZeRO job failed on a rank: the zero check's red, not DDP's
 
 
 @dataclass(frozen=True)
 class _Payload:
     case: Case
     batches: list[torch.Tensor]  # the global batches, on CPU
-    zero: bool
 
 
 def unavailable_reason(case: Case) -> str | None:
@@ -85,9 +85,17 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
     backend = rank_backend(case)
     zero = "zero" in case.checks and zero_takes(case)
     start = time.perf_counter()
-    job = RankJob("pytest_optimtest.harness.distributed_run:rank_main", _Payload(case, batches, zero),
-                  spec.world_size, backend, spec.timeout_s)
-    ranks = run_ranks(job, pools)
+    payload = _Payload(case, batches)
+    ranks = run_ranks(RankJob(f"{__name__}:rank_main", payload, spec.world_size, backend, spec.timeout_s), pools)
+    zero_failure = None
+    if zero:  # a job of its own: ZeRO failing on a rank (an optimizer that swaps its params' storage) is not DDP's red
+        try:
+            zero_ranks = run_ranks(RankJob(f"{__name__}:rank_zero_main", payload, spec.world_size, backend, spec.timeout_s), pools)
+        except RankFailure as exc:
+            zero_failure = exc
+        else:
+            for result, zero_result in zip(ranks, zero_ranks):
+                result.zero_params, result.zero_state_dict, result.zero_refused = zero_result
     seconds = time.perf_counter() - start
     with isolated_case(case):
         initial, eager, eager_state, _ = _train_local(case, batches, compiled=False)
@@ -98,7 +106,8 @@ def run_distributed(case: Case, pools: RankPools | None = None) -> DistributedRu
         except Exception as exc:  # the distributed check's to judge; the eager DDP and ZeRO runs stand
             error = exc
         graphs, breaks = torch_api.captured_graph_count(), torch_api.graph_break_reasons()
-    return DistributedRun(case, initial, eager, eager_state, compiled, ranks, backend, graphs, breaks, seconds, error)
+    return DistributedRun(case, initial, eager, eager_state, compiled, ranks, backend, graphs, breaks, seconds, error,
+                          zero_failure)
 
 
 def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
@@ -123,16 +132,16 @@ def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
 
 
 def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
-    """One rank (runs in the rank's process): DDP with the plain optimizer, then with ZeRO."""
-    case = on_rank(payload.case, rank)
-    params, state = _train_ddp(case, payload.batches, rank, world_size, zero=False)
-    result = RankResult(params, state)
-    if payload.zero:
-        try:
-            result.zero_params, result.zero_state_dict = _train_ddp(case, payload.batches, rank, world_size, zero=True)
-        except ZeroRefused as exc:  # every rank builds alike and raises alike: none is left in a collective
-            result.zero_refused = str(exc)
-    return result
+    """One rank (runs in the rank's process): DDP with the plain optimizer."""
+    return RankResult(*_train_ddp(on_rank(payload.case, rank), payload.batches, rank, world_size, zero=False))
+
+
+def rank_zero_main(payload: _Payload, rank: int, world_size: int) -> tuple[Any, Any, str | None]:
+    """One rank: DDP with ZeRO over the optimizer; (params, consolidated state_dict or None, why ZeRO refused it)."""
+    try:
+        return (*_train_ddp(on_rank(payload.case, rank), payload.batches, rank, world_size, zero=True), None)
+    except ZeroRefused as exc:  # every rank builds alike and raises alike: none is left in a collective
+        return None, None, str(exc)
 
 
 class ZeroRefused(Exception):
