@@ -102,6 +102,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     needs_closure = closure_line.startswith("closure: [true]")
     shapes, shape_notes = _shape_claims(probe, form, every_case, dtype, needs_closure)
     draws = _draws_random(probe, form, base, dtype, factory)
+    gradient_free = _gradient_free(probe, form, base, factory)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype, needs_closure) if has_lr else None
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
@@ -151,13 +152,14 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         "kernel_counts: {}  # fill in with --optim-update-expected",
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
-        *(_properties(probe, state_dtype == "param", stored, shapes, zero_lr_refusal, has_lr,
-                      _refusal(probe, form, base, [(4, 3)], torch.float64, needs_closure)) if form != "model" else
+        *(_properties(probe, state_dtype == "param", stored - ({"maximize"} if gradient_free else set()), shapes,
+                      zero_lr_refusal, has_lr, _refusal(probe, form, base, [(4, 3)], torch.float64, needs_closure))
+          if form != "model" else
           ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
                "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None,
-               gradient_free=_gradient_free(probe, form, base, factory)),
+               gradient_free=gradient_free, zero_lr_refusal=zero_lr_refusal),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
 
@@ -791,12 +793,13 @@ def _gradient_free(cls: type, form: Any, kwargs: dict, factory: Any) -> bool:
     untouched law is to be checked."""
     if _PROBE_BACKWARD.get() != "plain":
         return False
-    searched, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=True, backward="by_step")
+    # four steps: a search's first evaluates its start alone (pyperch's SA, RHC)
+    searched, problem = _stepped_with(cls, form, kwargs, factory, 4, torch.float32, closure=True, backward="by_step")
     if problem is not None or searched == 0:
         return False
     if _PROBE_CLOSURE.get():  # it moves nothing without a closure: probed already
         return True
-    alone, problem = _stepped_with(cls, form, kwargs, factory, 2, torch.float32, closure=False)
+    alone, problem = _stepped_with(cls, form, kwargs, factory, 4, torch.float32, closure=False)
     return problem is not None or alone == 0
 
 
@@ -952,7 +955,7 @@ def _case_name(text: str, taken: set[str]) -> str:
 
 
 def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bool = True,
-          tensor_lr: bool = True, gradient_free: bool = False) -> list[str]:
+          tensor_lr: bool = True, gradient_free: bool = False, zero_lr_refusal: str | None = None) -> list[str]:
     """The conformance laws the constructor makes checkable (`lr` None: the cases give none) over params
     shaped as `factory`'s model's; the two init cannot judge, commented out; untouched not for a step
     that moves params by its closure's loss, not their grads."""
@@ -972,8 +975,10 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
         lines += ["  equivalent:  # kwargs that must not change the run", *variants]
     lines.append("  # untouched: left out: its step moves params whose grad is None (it searches by its closure's loss, "
                  "not by grads)" if gradient_free else "  untouched: true  # a param whose grad is None does not move and gets no state")
-    if lr is not None:
+    if lr is not None and zero_lr_refusal is None:
         lines.append("  param_groups: true  # each group's own lr is used (schedulers rely on it)")
+    elif lr is not None:  # the law holds a group at lr 0 still
+        lines.append(f"  # param_groups: left out: at lr 0 a step {zero_lr_refusal}")
     lines += ["  descent: true  # closure steps on a convex problem lower the loss (raise it under maximize)",
               "  # zero_grads: true  # uncomment if zero grads from fresh state move nothing (no decay)",
               "  # complex: true  # uncomment if it supports complex params (steps like view_as_real)"]

@@ -599,22 +599,26 @@ class LazyImportSGD(PlainSGD):
 
 class LossSearch(PlainSGD):
     """A search by the closure's loss, no grads (pyperch's hill climbing): shifts each param by +-lr and
-    keeps the better; its step requires the closure."""
+    keeps the better (the worse under `maximize`); its step requires the closure."""
+
+    def __init__(self, params, lr=0.1, maximize=False):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "maximize": maximize})
 
     @torch.no_grad()
     def step(self, closure):
-        best = float(closure())
+        sign = -1.0 if self.param_groups[0]["maximize"] else 1.0
+        best = sign * float(closure())
         for group in self.param_groups:
             for p in group["params"]:
                 for shift in (group["lr"], -2 * group["lr"]):
                     p.add_(shift)
-                    loss = float(closure())
+                    loss = sign * float(closure())
                     if loss < best:
                         best = loss
                         break
                 else:
                     p.add_(group["lr"])
-        return torch.tensor(best)
+        return torch.tensor(sign * best)
 
 
 class NoFloat64SGD(PlainSGD):

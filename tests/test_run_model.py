@@ -246,7 +246,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                          "dense gradients, at ", "in _update) and steps sparse ones", "a sparse-gradient optimizer"], ["fill in `params`"]),
     ("planted_run_model:CountedSGD", ["kwargs: {lr: 0.001, iters: 10}", "# iters: 10: init's guesses"], ["fill them in"]),
     ("planted_run_model:LrDividingSGD", ["# zero_lr: left out: at lr 0 a step raised ZeroDivisionError"], ["  zero_lr: {"]),
-    ("planted_run_model:FixedStepSGD", ["# zero_lr: left out: at lr 0 a step moved params"], ["  zero_lr: {"]),
+    ("planted_run_model:FixedStepSGD", ["# zero_lr: left out: at lr 0 a step moved params",
+                                        "# param_groups: left out: at lr 0 a step moved params"], ["  zero_lr: {", "  param_groups: true"]),
+    # a search by its closure's loss (swarmtorch's PSO keeps `maximize` through **kwargs): no property over negated grads
+    ("planted_unseen:LossSearch", ["# untouched: left out"], ["  maximize: {", "  untouched: true"]),
     ("planted_run_model:ScalarDroppingSGD", ["(min_dims: 1): its step refused one alone: ValueError"], []),
     ("planted_run_model:FlaggedSGD", ["(min_dims: 1): its step refused one alone with per_row=True: TypeError"], []),
     ("planted_run_model:StackingSGD", ["determinism: {examples: {ci: 10, dev: 20}, min_dims: 1}",
