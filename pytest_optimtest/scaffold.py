@@ -975,9 +975,11 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
         lines += ["  equivalent:  # kwargs that must not change the run", *variants]
     lines.append("  # untouched: left out: its step moves params whose grad is None (it searches by its closure's loss, "
                  "not by grads)" if gradient_free else "  untouched: true  # a param whose grad is None does not move and gets no state")
-    if lr is not None and zero_lr_refusal is None:
+    # lr 0 refused (a constructor's check) says nothing of a group set to lr 0 later; lr 0 moving params does
+    lr_moves_nothing_at_0 = zero_lr_refusal is None or not zero_lr_refusal.startswith("moved")
+    if lr is not None and lr_moves_nothing_at_0:
         lines.append("  param_groups: true  # each group's own lr is used (schedulers rely on it)")
-    elif lr is not None:  # the law holds a group at lr 0 still
+    elif lr is not None:  # the law holds a group whose lr is set to 0 still
         lines.append(f"  # param_groups: left out: at lr 0 a step {zero_lr_refusal}")
     lines += ["  descent: true  # closure steps on a convex problem lower the loss (raise it under maximize)",
               "  # zero_grads: true  # uncomment if zero grads from fresh state move nothing (no decay)",
