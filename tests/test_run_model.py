@@ -639,16 +639,3 @@ def test_a_torch_function_called_with_arguments_it_does_not_take_is_the_optimize
         torch.optim.SGD([param], lr=0.1).step(1)  # torch's own code, no optimizer frame: not the optimizer's
     assert blame(own.value).owner != "optimizer"
 
-
-def test_a_run_blowing_up_within_a_few_steps_is_diverged_not_compared():
-    """OptiRoulette's SGD pick grew params 0.3 -> 1.3e5 over DDP's three steps: compared at that scale the
-    amplified rounding of DDP's reduction order was a red; 1e10 times was reached only by longer checks."""
-    import torch
-
-    from pytest_optimtest.harness.vacuity import Diverged, diverged_params, require_finite
-
-    initial = {"w": torch.full((3,), 0.3)}
-    assert diverged_params(initial, {"w": torch.full((3,), 1.3e5)}) == [("w", pytest.approx(0.3), pytest.approx(1.3e5))]
-    assert diverged_params(initial, {"w": torch.full((3,), 50.0)}) == []  # far, yet a run a tolerance compares
-    with pytest.raises(Diverged, match=r"grew from scale 0.3 to 1.3e\+05 .*beyond 10000x"):
-        require_finite("c", initial, {"w": torch.full((3,), 1.3e5)}, "over 3 steps")
