@@ -77,12 +77,13 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     fills, fill_notes = _required_fills(probed, {"lr": lr} if has_lr else {})
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
-    form, factory, form_lines = _params_form(probe, {"lr": lr} if has_lr else {}, wraps[0] if wraps else None)
+    guessed = {"lr": lr} if has_lr else {}  # the kwargs the probes below start from, until lr is probed
+    form, factory, form_lines = _params_form(probe, guessed, wraps[0] if wraps else None)
     if factory is None:  # nothing to probe: no params form or model of the plugin's constructs it
-        return f"{name}.yaml", _unconstructible_spec(optimizer, cls, {"lr": lr} if has_lr else {}, form, form_lines)
+        return f"{name}.yaml", _unconstructible_spec(optimizer, cls, guessed, form, form_lines)
     _PROBE_BACKWARD.set(next((line.split()[1] for line in form_lines if line.startswith("backward: ")), "plain"))
-    _PROBE_CLOSURE.set(_moves_only_given_closure(probe, form, {"lr": lr} if has_lr else {}, factory))
-    seeded = _seed_fill(probe, form, {"lr": lr} if has_lr else {}, factory)
+    _PROBE_CLOSURE.set(_moves_only_given_closure(probe, form, guessed, factory))
+    seeded = _seed_fill(probe, form, guessed, factory)
     if seeded is not None:  # its own generator, seeded from the OS unless given a seed: runs would never compare
         fills, fill_notes, probe = {**fills, **seeded[0]}, [*fill_notes, seeded[1]], functools.partial(probe, **seeded[0])
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)

@@ -210,7 +210,8 @@ def takes_a_model(cls: Any) -> bool:
         return False
     annotation = first.annotation
     if isinstance(annotation, str):  # `from __future__ import annotations`: the name is what there is
-        return annotation.rsplit(".", 1)[-1] in ("Module", "nn.Module") or first.name in MODEL_ARGUMENT_NAMES
-    named_module = inspect.isclass(annotation) and any(k.__name__ == "Module" and k.__module__.startswith("torch.nn")
+        declared = annotation.rsplit(".", 1)[-1] == "Module"
+    else:
+        declared = inspect.isclass(annotation) and any(k.__name__ == "Module" and k.__module__.startswith("torch.nn")
                                                         for k in inspect.getmro(annotation))
-    return named_module or first.name in MODEL_ARGUMENT_NAMES
+    return declared or first.name in MODEL_ARGUMENT_NAMES
