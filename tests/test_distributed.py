@@ -8,11 +8,13 @@ import json
 import os
 
 import pytest
+import torch
 from helpers import cases_from, one_case, run_planted_spec
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.ranks import RankFailure, RankJob, RankPools
 from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.vacuity import Diverged, require_beyond_amplified_rounding
 from pytest_optimtest.spec import SpecError
 
 
@@ -95,6 +97,28 @@ def test_a_step_that_raises_only_under_zero_is_zeros_one_red_and_ddp_still_runs(
     assert run("distributed", case, runs)
     message = str(failure("zero", case, runs))
     assert "ValueError: WholeModelOnlySGD needs all 4 params of the model" in message and "planted_unseen.py" in message
+
+
+def test_a_blow_up_that_amplifies_ddps_reduction_order_is_diverged_not_red(tmp_path):
+    # OptiRoulette's SGD pick grew 2.6, 569, 2e9 over DDP's three steps: the grads DDP averages over ranks
+    # round otherwise than one process's, the growth amplifies that, and DDP was red at 1e-7 of the scale
+    case = one_case(tmp_path, spec("torch.optim.SGD", kwargs="{lr: 0.3, momentum: 0.9}", checks="[distributed]"))
+    with pytest.raises(Diverged, match=r"grew \S+x over 3 one-process eager train steps, which amplifies a rounding "
+                                       r"difference .* within eps x growth"):
+        run("distributed", case)
+
+
+def test_amplified_rounding_excuses_only_a_difference_within_eps_times_the_growth():
+    initial = {"w": torch.ones(3)}
+    grown = {"w": torch.tensor([1e6, -2e6, 3e5])}
+    rounded = {"w": grown["w"] * (1 + 1e-5)}  # 1e-5 of the scale, within eps (1.2e-7) x growth (2e6)
+    with pytest.raises(Diverged, match="grew 2e\\+06x"):
+        require_beyond_amplified_rounding("c", initial, [(grown, rounded)], "over 3 steps")
+    wrong = {"w": grown["w"] * 1.5}  # half the scale: the optimizer's arithmetic, whatever the growth
+    require_beyond_amplified_rounding("c", initial, [(grown, rounded), (grown, wrong)], "over 3 steps")
+    barely = {"w": torch.tensor([10.0, -20.0, 3.0])}  # grew 20x: rounding stays near an ulp, so any difference counts
+    require_beyond_amplified_rounding("c", initial, [(barely, {"w": barely["w"] * (1 + 1e-6)})], "over 3 steps")
+    require_beyond_amplified_rounding("c", initial, [], "over 3 steps")  # nothing differs: nothing to excuse
 
 
 def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimizers_and_ddp_still_runs(tmp_path):

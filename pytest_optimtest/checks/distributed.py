@@ -6,7 +6,7 @@ from typing import Any
 
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, value_differences
-from ..harness.vacuity import Blocked, require_moved
+from ..harness.vacuity import Blocked, require_beyond_amplified_rounding, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
 from ..harness.state_dict_layout import FOREIGN_LAYOUT
@@ -68,12 +68,18 @@ def check_distributed(case: Any, runs: Any) -> Verdict:
     moved = _not_vacuous(run)
     ddp = run.ranks[0].params
     alone = [] if raised else value_differences("param", run.eager, run.compiled, tol)
+    ranks_disagree = _ranks_agree(run, "params")
+    eager_ddp = value_differences("param", run.eager, ddp, tol, ("one-process", "DDP rank 0"))
+    # a compiled step that differs from eager in one process already is parity's red (compiled_matches), not DDP's
+    compiled_ddp = [] if raised or alone else value_differences("param", ddp, run.compiled, tol, ("DDP rank 0", "compiled"))
+    if not ranks_disagree:  # DDP reduces grads in another order than one process: rounding a blow-up amplifies
+        require_beyond_amplified_rounding(case.id, run.initial_params, [pair for pair, found in (
+            ((run.eager, ddp), eager_ddp), ((ddp, run.compiled), compiled_ddp)) if found],
+            f"over {case.distributed.iterations} one-process eager train steps")
     sections = [
-        (f"DDP {RANKS_DISAGREE}", _ranks_agree(run, "params")),
-        ("eager DDP vs eager one-process", value_differences("param", run.eager, ddp, tol, ("one-process", "DDP rank 0"))),
-        # a compiled step that differs from eager in one process already is parity's red (compiled_matches), not DDP's
-        ("compiled one-process vs DDP (in one process compiled equals eager: the difference shows only against DDP)",
-         [] if raised or alone else value_differences("param", ddp, run.compiled, tol, ("DDP rank 0", "compiled"))),
+        (f"DDP {RANKS_DISAGREE}", ranks_disagree),
+        ("eager DDP vs eager one-process", eager_ddp),
+        ("compiled one-process vs DDP (in one process compiled equals eager: the difference shows only against DDP)", compiled_ddp),
     ]
     _report(f"{case.id}: after {case.distributed.iterations} train steps on a global batch of "
             f"{case.distributed.batch} (DDP: {ws} {run.backend} ranks x {case.distributed.batch // ws}):", sections)
@@ -106,9 +112,14 @@ def check_zero(case: Any, runs: Any) -> Verdict:
                                          "does, a list of params or param groups" if refused.startswith("building") else ""),
                          FOREIGN_LAYOUT if FOREIGN_LAYOUT in refused else "")
     moved = _not_vacuous(run)
-    sections = [(f"ZeRO {RANKS_DISAGREE}", _ranks_agree(run, "zero_params"))]
-    sections += [(f"ZeRO vs unsharded on rank {r}", value_differences("param", result.params, result.zero_params, tol, ("unsharded", "ZeRO")))
-                 for r, result in enumerate(run.ranks)]
+    ranks_disagree = _ranks_agree(run, "zero_params")
+    sharded = [(f"ZeRO vs unsharded on rank {r}", value_differences("param", result.params, result.zero_params, tol, ("unsharded", "ZeRO")))
+               for r, result in enumerate(run.ranks)]
+    if not ranks_disagree:
+        require_beyond_amplified_rounding(case.id, run.initial_params, [
+            (result.params, result.zero_params) for result, (_, found) in zip(run.ranks, sharded) if found and result.zero_params is not None],
+            f"over {case.distributed.iterations} unsharded train steps")
+    sections = [(f"ZeRO {RANKS_DISAGREE}", ranks_disagree), *sharded]
     unsharded = run.ranks[0].state_dict
     loaded, refused = load_into_plain(case, run.ranks[0].zero_state_dict)
     sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(

@@ -17,7 +17,7 @@ from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.ranks import RankFailure
 from ..harness.snapshot import params_in_groups_diagnosis
-from ..harness.vacuity import Blocked, Vacuous, require_moved
+from ..harness.vacuity import Blocked, Vacuous, require_beyond_amplified_rounding, require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.values import resolve
 from ..harness.ladder import MOVES
@@ -106,7 +106,7 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
     moved = require_moved(case.id, run.initial, run.reference.params, tol, case.min_movement,
                           f"over {steps} one-process train steps", f"; raise lr or distributed.iterations in {case.location}")
     eager = _differences(f"sharded on {ws} ranks", run.reference, run.eager, tol)
-    problems = [f"eager sharded: {d}" for d in eager]
+    problems, compiled, recompiled = [f"eager sharded: {d}" for d in eager], [], []
     if run.compiled is not None:
         compiled = _differences(f"compiled, sharded on {ws} ranks", run.reference, run.compiled, tol)
         blocked = runs.ladder(case).first_failure(("compiled_matches",)) if compiled and not eager else None
@@ -118,8 +118,13 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
                             "eager (parity): the difference is torch.compile's over DTensor params (torch's doing)")
         allowed = section.recompiles
         if allowed is not None and len(run.compiled.recompiles) > allowed:
-            problems.append(f"the sharded compiled step recompiled {len(run.compiled.recompiles)} times over {steps} "
-                            f"steps, the spec allows {allowed} (fsdp.recompiles): " + "; ".join(run.compiled.recompiles[:2]))
+            recompiled = [f"the sharded compiled step recompiled {len(run.compiled.recompiles)} times over {steps} "
+                          f"steps, the spec allows {allowed} (fsdp.recompiles): " + "; ".join(run.compiled.recompiles[:2])]
+    if not recompiled:  # values differ and nothing else: no verdict where the run's growth amplified rounding
+        require_beyond_amplified_rounding(case.id, run.initial, [
+            (run.reference.params, trained.params) for trained, found in ((run.eager, eager), (run.compiled, compiled))
+            if found and trained is not None], f"over {steps} one-process train steps")
+    problems += recompiled
     if problems:
         raise AssertionError(f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
                              f"{ws} {rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
