@@ -560,15 +560,8 @@ def _low_precision(cls: type, form: Any, factory: Any, lr: float | None, most: f
 def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) -> str:
     """`param` or `float32` when two steps over bf16 params keep every state tensor (but 0-d
     counters) in that dtype; otherwise what was seen, for a comment."""
-    torch.manual_seed(0)
-    model = factory().to(torch.bfloat16)
     try:
-        optimizer = construct(cls, form, model, {"lr": lr} if lr is not None else {}, "cpu")
-        closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES, dtype=torch.bfloat16),
-                               lambda out: out.pow(2).sum(), backward=_PROBE_BACKWARD.get())
-        closure()
-        for _ in range(2):
-            _probe_step(optimizer, closure)
+        _, optimizer = _probe_run(cls, form, {"lr": lr} if lr is not None else {}, factory, 2, torch.bfloat16)
     except Exception as exc:  # the optimizer's verdict on bf16 params
         return f"its step raised over bf16 params ({one_line(exc)})"
     seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(optimizer.state)
@@ -578,6 +571,21 @@ def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) ->
     if seen == {"float32"}:
         return "float32"
     return f"over bf16 params its state tensors are {', '.join(sorted(seen))}" if seen else "it keeps no state tensor"
+
+
+def _probe_run(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
+               dtype: torch.dtype = torch.float32) -> tuple[torch.nn.Module, Any]:
+    """The model and optimizer after one closure call and `steps` probe steps, from torch's seed 0,
+    over `factory`'s model in `dtype`; raises what the optimizer raised."""
+    torch.manual_seed(0)
+    model = factory().to(dtype)
+    optimizer = construct(cls, form, model, kwargs, "cpu")
+    closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES).to(dtype), lambda out: out.pow(2).sum(),
+                           backward=_PROBE_BACKWARD.get())
+    closure()
+    for _ in range(steps):
+        _probe_step(optimizer, closure)
+    return model, optimizer
 
 
 def _state_tensors(state: Any) -> list[torch.Tensor]:
@@ -770,20 +778,10 @@ def _twin_runs(cls: type, form: Any, kwargs: dict, factory: Any) -> tuple[bool, 
     them); None if a step raised."""
     torch.manual_seed(0)
     start = [p.detach().clone() for p in factory().parameters()]
-    ends = []
-    for _ in range(2):
-        torch.manual_seed(0)
-        model = factory()
-        try:
-            optimizer = construct(cls, form, model, kwargs, "cpu")
-            closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES), lambda out: out.pow(2).sum(),
-                                   backward=_PROBE_BACKWARD.get())
-            closure()
-            for _ in range(3):
-                _probe_step(optimizer, closure)
-        except Exception:  # noqa: BLE001  # the step probes report what it raised
-            return None
-        ends.append([p.detach().clone() for p in model.parameters()])
+    try:
+        ends = [[p.detach().clone() for p in _probe_run(cls, form, kwargs, factory, 3)[0].parameters()] for _ in range(2)]
+    except Exception:  # noqa: BLE001  # the step probes report what it raised
+        return None
     return all(torch.equal(a, b) for a, b in zip(*ends)), any(not torch.equal(a, b) for a, b in zip(start, ends[0]))
 
 
@@ -842,20 +840,14 @@ def _probe_step(optimizer: Any, closure: Callable[[], torch.Tensor]) -> None:
 
 def _draws_random(cls: type, form: Any, kwargs: dict, dtype: torch.dtype, factory: Any) -> bool:
     """Whether a few eager steps advance torch's global RNG (a noisy update, a preconditioner updated
-    with some probability)."""
-    torch.manual_seed(0)
-    model = factory().to(dtype)
+    with some probability): torch's RNG state after three steps vs after none, from one seed."""
     try:
-        optimizer = construct(cls, form, model, kwargs, "cpu")
-        closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES).to(dtype), lambda out: out.pow(2).sum(),
-                               backward=_PROBE_BACKWARD.get())
-        closure()
-        state = torch.get_rng_state()
-        for _ in range(3):
-            _probe_step(optimizer, closure)
+        _probe_run(cls, form, kwargs, factory, 0, dtype)
+        before = torch.get_rng_state()
+        _probe_run(cls, form, kwargs, factory, 3, dtype)
     except Exception:  # noqa: BLE001  # the step probes above report what it raised
         return False
-    return not torch.equal(state, torch.get_rng_state())
+    return not torch.equal(before, torch.get_rng_state())
 
 
 def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dtype,
