@@ -155,6 +155,16 @@ def test_a_state_dict_round_trip_that_loses_an_attribute_says_it_is_not_saved(tm
     assert "diagnosis: an attribute of the optimizer's own is not in its state_dict" in message, message
 
 
+def test_a_state_dict_round_trip_that_casts_float32_state_to_bf16_names_torchs_load_cast(tmp_path):
+    # atiny keeps float32 state over bf16 params; torch's load_state_dict casts it to the param's dtype
+    case = one_case(tmp_path, "optimizer: planted:UpcastMomentumSGD\nkwargs: {lr: 0.1}\ndtypes: [bfloat16]\n")
+    with pytest.raises(AssertionError) as info:
+        CHECKS["state_dict"].run(case, RunCache())
+    message = str(info.value)
+    assert "['momentum_buffer']: dtype torch.bfloat16 != reference torch.float32" in message, message
+    assert "diagnosis: torch's Optimizer.load_state_dict casts every floating state tensor but 'step' to its param's dtype" in message
+
+
 def test_a_law_over_groups_is_not_applicable_to_a_constructor_refusing_them_whatever_it_raises(tmp_path):
     # RMSGD reads `requires_grad` off each entry of its params: AttributeError for a group dict
     case = one_case(tmp_path, "optimizer: planted_unseen:NoGroupsSGD\nkwargs: {lr: 0.1}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..harness import torch_api
@@ -36,7 +37,8 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                              "eager reference:" + listed(problems) + params_in_groups_diagnosis(
                                  reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
                                  "load they refer to copies of the saved optimizer's params, not to the loading one's")
-                             + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else ""))
+                             + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
+                             + (STATE_CAST_ON_LOAD if _cast_to_param_dtype(case, problems) else ""))
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
     if len(after_load) > allowed:
         reasons = "".join(f"\n    - {r}" for m in after_load for r in torch_api.guard_failures(m))
@@ -51,6 +53,17 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
 ATTRIBUTES_NOT_SAVED = ("\n  diagnosis: an attribute of the optimizer's own is not in its state_dict, so a load leaves it as "
                         "the loading optimizer had it (a fresh one: its initial value): the optimizer's doing (keep it in "
                         "state or param_groups, or save it in state_dict)")
+
+
+STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts every floating state tensor but 'step' to its "
+                      "param's dtype (_process_value_according_to_param_policy), so state the optimizer keeps in another "
+                      "dtype than its params (float32 over bf16) comes back in theirs: the optimizer's doing (restore its "
+                      "dtype in a load_state_dict post hook, or override load_state_dict)")
+
+
+def _cast_to_param_dtype(case: Any, problems: list[str]) -> bool:
+    """Whether a loaded state tensor has the params' dtype where the reference's has another."""
+    return any(re.search(rf"\bstate\[.*: dtype torch\.{case.dtype} != reference torch\.", p) for p in problems)
 
 
 CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary",
