@@ -28,7 +28,7 @@ from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, j
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
 from .harness.blame import blame, one_line, root_cause
-from .harness.diagnosis import not_comparable, run_diagnoses
+from .harness.diagnosis import PER_PARAM_REGIMES, STORAGE_SWAP, not_comparable, run_diagnoses
 from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .harness.vacuity import Blocked
@@ -254,7 +254,9 @@ class OptimtestSession:
                     raise vacuous from exc
                 failure = self._parity_failed(item)  # a red where the case's compiled step already differs: parity's
                 if failure is None:
-                    failure, kind = self._same_error(item, exc)  # the same error, raised in another check's run
+                    failure, kind = self._swapped_storage(item, exc)  # the same cause, in every regime that holds storage
+                    if failure is None:
+                        failure, kind = self._same_error(item, exc)  # the same error, raised in another check's run
                     if failure is None:
                         raise
                     verdict = {"kind": kind, **failure.as_record()}
@@ -299,6 +301,19 @@ class OptimtestSession:
         failure = self.runs.ladder(item.case).first_failure(("compiled_matches",))
         return failure if failure is not None and failure.rung == "compiled_matches" else None
 
+    def _swapped_storage(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
+        """(the red as a root cause, "root_cause" or "blocked") for a check of a regime that holds its params'
+        storage (DDP, ZeRO, FSDP2, in-backward) failing on an optimizer whose eager step swaps that storage:
+        the first such red of the case is its one red, the later ones are blocked by it; (None, "") otherwise."""
+        if item.check not in PER_PARAM_REGIMES or not isinstance(item.case, Case) or not self.runs.ladder(item.case).swapped:
+            return None, ""
+        failure = RungFailure(f"the same cause in {item.check}", f"{STORAGE_SWAP}: {one_line(exc)}", mechanism=STORAGE_SWAP,
+                              error=exc)
+        claimed = self.root_causes.setdefault((item.case.key, STORAGE_SWAP), item.nodeid)
+        if claimed == item.nodeid:
+            return failure, "root_cause"
+        return replace(failure, rung=f"the same cause in {claimed.rsplit('::', 1)[-1].split('[')[0]}"), "blocked"
+
     def _same_error(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
         """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
         it: the first item of the case to raise it is its one red, a later one raising the same error in the
@@ -342,7 +357,7 @@ class OptimtestSession:
         try:
             ladder = self.runs.ladder(item.case)
             compiled = self.runs.peek("compiled", item.case) if self._compares_compiled(item.check) else None
-            return run_diagnoses(item.check, compiled, ladder.draws)
+            return run_diagnoses(item.check, compiled, ladder.draws, ladder.swapped)
         except Exception:  # noqa: BLE001  # a diagnosis is evidence beside the verdict, never a second failure
             return []
 

@@ -653,3 +653,14 @@ class WholeModelOnlySGD(PlainSGD):
         if sum(len(g["params"]) for g in self.param_groups) < 4:
             raise ValueError("WholeModelOnlySGD needs all 4 params of the model")
         super()._update()
+
+
+class StorageSwapSGD(PlainSGD):
+    """SGD that swaps each param's storage for its update's (truegrad's Sign: `p.set_(o)`) instead of
+    updating it in place: DDP's gradient buckets keep viewing the storage it dropped."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.set_(p - group["lr"] * p.grad)

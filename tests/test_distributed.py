@@ -6,6 +6,8 @@ import re
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -144,6 +146,25 @@ def test_a_state_dict_zero_and_dcp_cannot_read_is_one_red_said_the_optimizers(py
     told = alone.stdout.str()
     assert "diagnosis: NestedStateDictSGD.state_dict() holds ['optimizer', 'settings']: its state_dict is not" in told
     assert "(torch's doing)" not in told
+
+
+def test_a_step_that_swaps_its_params_storage_is_one_red_naming_it_in_every_regime_that_holds_storage(pytester):
+    # truegrad's Sign `p.set_(o)`s each param: DDP's replicas drift apart, ZeRO's DDP reducer stalls and the
+    # in-backward run differs; three reds without a word of why, one root cause
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    pytester.makefile(".yaml", s="optimizer: planted_unseen:StorageSwapSGD\nkwargs: {lr: 0.01}\n"
+                                 "checks: [in_backward, distributed, zero]\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs",
+                                           "--optim-report", "r.json")
+    result.assert_outcomes(failed=1, skipped=2)
+    out = result.stdout.str()
+    assert "the optimizer's eager step replaces the storage of 4 param(s) (0.weight, 0.bias, 1.weight, ...) with " \
+           "`p.set_()` or `p.data = ...`" in out, out
+    assert out.count("blocked by the same cause in in_backward: its step replaces its params' storage") == 2, out
+    report = json.loads((pytester.path / "r.json").read_text())
+    kinds = sorted(r["verdict"]["kind"] for r in report["items"])
+    assert kinds == ["blocked", "blocked", "root_cause"], kinds
 
 
 def test_crashed_rank_fails_at_once_and_leaves_no_process(tmp_path):

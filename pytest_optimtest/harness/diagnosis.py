@@ -46,6 +46,7 @@ def parity_diagnoses(run: Any) -> list[str]:
 # optimizer that draws from torch's global RNG lands its draws on other elements there, so a difference is not a verdict
 DRAW_ORDER_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimizers", "zero", "fsdp", "checkpoint")
 PER_PARAM_REGIMES = (*DRAW_ORDER_REGIMES, "distributed")
+STORAGE_SWAP = "its step replaces its params' storage"  # a root cause of every red of those regimes (session.py)
 
 
 def ordered_draws(draws: tuple[str, ...]) -> str | None:
@@ -57,11 +58,12 @@ def ordered_draws(draws: tuple[str, ...]) -> str | None:
     return f"a torch.Generator of its own package ({', '.join(own)})" if own else None
 
 
-def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
+def run_diagnoses(check: str, run: Any, draws: tuple[str, ...], swapped: tuple[str, ...] = ()) -> list[str]:
     """What the case's runs already show, for a check that failed on it (parity adds its reruns to
     its own message): storage aliasing and RNG use in the shared compiled run (`run`: None for a
-    check that compares no compiled values with eager ones), and the RNG draw order of the regimes
-    that step params one at a time or one shard per rank."""
+    check that compares no compiled values with eager ones), the RNG draw order of the regimes
+    that step params one at a time or one shard per rank, and params whose storage the eager step
+    replaced (`swapped`), which those regimes hold on to."""
     lines = list(run.diagnoses or _storage_and_rng(run, rerun=False)) if run is not None and check != "parity" else []
     rng = ordered_draws(draws)
     if rng and check in PER_PARAM_REGIMES:
@@ -69,6 +71,11 @@ def run_diagnoses(check: str, run: Any, draws: tuple[str, ...]) -> list[str]:
                      "order (one param as its grad is ready, or one shard per rank) than the reference, so the draws "
                      "land on other elements: a difference here may be the draw order, not the optimizer's arithmetic "
                      "(compare with a generator per param, or skip this check with that reason)")
+    if swapped and check in PER_PARAM_REGIMES:
+        lines.append(f"the optimizer's eager step replaces the storage of {len(swapped)} param(s) ({', '.join(swapped[:3])}"
+                     f"{', ...' if len(swapped) > 3 else ''}) with `p.set_()` or `p.data = ...` instead of updating them in place, "
+                     f"and {check} holds on to a param's storage or its autograd hooks (DDP's gradient buckets, the hooks that step "
+                     "in backward, FSDP2's shards): the optimizer's doing (update in place: `p.copy_(new)`)")
     if "python" in draws:
         lines.append("the optimizer's step draws from Python's global `random`: runs seeded alike by torch.manual_seed "
                      "still differ (seed `random` too, or draw from torch)")

@@ -63,6 +63,7 @@ class EagerProbe:
     failure: RungFailure | None
     steps: int
     draws: tuple[str, ...] = ()  # the global RNGs its step advanced: "torch", "python"
+    swapped: tuple[str, ...] = ()  # params whose storage its steps replaced
 
 
 class Ladder:
@@ -88,6 +89,11 @@ class Ladder:
     def draws(self) -> tuple[str, ...]:
         """The global RNGs the eager step advanced, as far as the eager rungs were climbed (runs nothing)."""
         return self._eager.draws if self._eager is not None else ()
+
+    @property
+    def swapped(self) -> tuple[str, ...]:
+        """The params whose storage the eager steps replaced, as far as the eager rungs were climbed."""
+        return self._eager.swapped if self._eager is not None else ()
 
     def _eager_failure(self) -> RungFailure | None:
         if self._eager is None:
@@ -186,8 +192,8 @@ def probe_eager(case: Any) -> EagerProbe:
         if failure is not None:
             return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
         if probe.moved:
-            return EagerProbe(None, steps, probe.draws)
-    return EagerProbe(_unmoved(case, steps), steps, probe.draws)
+            return EagerProbe(None, steps, probe.draws, probe.swapped)
+    return EagerProbe(_unmoved(case, steps), steps, probe.draws, probe.swapped)
 
 
 def _unmoved(case: Any, steps: int) -> RungFailure:

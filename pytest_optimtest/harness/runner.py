@@ -33,7 +33,7 @@ from .devices import package_generator_states, seed_all
 from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
-from .snapshot import OptimizerSnapshot, snapshot, storage_aliases
+from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_pointer
 from .vacuity import NotApplicable
 
 MissingGrads = tuple[int, ...] | Literal["all"]  # indices into the model's params (-1: the last), or every one
@@ -111,6 +111,7 @@ class Run:
     closure_calls: int = 0
     step_seconds: list[float] = field(default_factory=list)
     draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"
+    swapped: tuple[str, ...] = ()  # params whose storage the steps replaced (p.set_, p.data = ...)
     cudagraphs_recorded: int | None = None  # CUDA graphs inductor's cudagraph trees recorded (compiled cuda runs)
     param_refs: list[weakref.ref] = field(default_factory=list)  # the run keeps no param alive: these tell which survive
     failure: RunFailure | None = None  # (failures="record") what ended the run early
@@ -178,10 +179,12 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
     stepping.drawn |= constructor_draws
     if regime.resume:
         _load(regime.resume, model, optimizer)
+    storages = {name: storage_pointer(p) for p, name in names.items()}
     try:
         stepping.all_steps()
     except _Stopped:
         return result
+    result.swapped = tuple(name for p, name in names.items() if storage_pointer(p) != storages[name])
     if not regime.every_step:
         result.snapshots.append(snapshot(optimizer, names))
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
