@@ -28,12 +28,14 @@ from .harness.containment import JOURNAL_ENV, CaseTimedOut, Journal, deadline, j
 from .harness.devices import selected_devices, unavailable_reason
 from .harness.hypothesis_runs import register_profiles
 from .harness.blame import blame, one_line, root_cause
-from .harness.diagnosis import PER_PARAM_REGIMES, STORAGE_SWAP, not_comparable, run_diagnoses
+from .harness import torch_api
+from .harness.diagnosis import PER_PARAM_REGIMES, PRECISION_CASTS, PRECISION_CASTS_FOUND, STORAGE_SWAP, not_comparable, run_diagnoses
 from .harness.ladder import COMPARED_COMPILED, RungFailure
 from .harness.run_cache import CaseKey, RunCache
 from .harness.vacuity import Blocked
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
 from .spec.case import Case, FuzzCase
+from .spec.schema import LOW_PRECISION
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 PARITYS_RUNGS = ("graph_captured", "compiled_steps", "compiled_matches")  # what parity's own verdict would say
@@ -256,6 +258,8 @@ class OptimtestSession:
                 if failure is None:
                     failure, kind = self._swapped_storage(item, exc)  # the same cause, in every regime that holds storage
                     if failure is None:
+                        failure, kind = self._inductor_rounding(item, exc)  # bf16 rounding, in every compiled regime
+                    if failure is None:
                         failure, kind = self._same_error(item, exc)  # the same error, raised in another check's run
                     if failure is None:
                         raise
@@ -283,7 +287,7 @@ class OptimtestSession:
             pytest.skip(str(exc))
         except (Exception, CaseTimedOut) as exc:
             self.outcomes[key] = one_line(exc)
-            item.diagnoses = self._diagnoses(item)
+            item.diagnoses = [*item.diagnoses, *self._diagnoses(item)]
             raise
         finally:
             self.check_seconds += time.perf_counter() - start
@@ -311,6 +315,29 @@ class OptimtestSession:
                               error=exc)
         claimed = self.root_causes.setdefault((item.case.key, STORAGE_SWAP), item.nodeid)
         if claimed == item.nodeid:
+            return failure, "root_cause"
+        return replace(failure, rung=f"the same cause in {claimed.rsplit('::', 1)[-1].split('[')[0]}"), "blocked"
+
+    def _inductor_rounding(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
+        """(the red as a root cause, "root_cause" or "blocked") for a check other than parity that compares a
+        compiled run with eager at bf16/fp16 and passes when run again with inductor's emulate_precision_casts:
+        inductor's rounding, torch's doing, one root cause however many compiled regimes of the case show it
+        (parity's own red says it with its reruns); (None, "") otherwise."""
+        case = item.case
+        if item.check == "parity" or not isinstance(exc, AssertionError) or not isinstance(case, Case) \
+                or case.dtype not in LOW_PRECISION or not self._compares_compiled(item.check):
+            return None, ""
+        try:
+            with torch_api.inductor_config(emulate_precision_casts=True):
+                self._guarded(case, f"check {item.check!r} with emulate_precision_casts",
+                              lambda: self.registry[item.check].run(case, RunCache()))
+        except (Exception, CaseTimedOut):  # noqa: BLE001  # still red, or no verdict either way: the red stands as it is
+            return None, ""
+        cause = PRECISION_CASTS_FOUND.format(dtype=case.dtype, check=item.check)
+        failure = RungFailure(f"the same cause in {item.check}", f"{cause}: {one_line(exc)}", mechanism=PRECISION_CASTS)
+        claimed = self.root_causes.setdefault((case.key, PRECISION_CASTS), item.nodeid)
+        if claimed == item.nodeid:
+            item.diagnoses = [cause]
             return failure, "root_cause"
         return replace(failure, rung=f"the same cause in {claimed.rsplit('::', 1)[-1].split('[')[0]}"), "blocked"
 

@@ -124,7 +124,7 @@ class RoundingChainSGD(PlainSGD):
 
     def _update(self) -> None:
         for group in self.param_groups:
-            for p in group["params"]:
+            for p in (p for p in group["params"] if p.grad is not None):
                 u = p.grad * 1.7
                 u = u / 1.3
                 u = u * 0.37
