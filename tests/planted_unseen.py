@@ -664,3 +664,13 @@ class StorageSwapSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.set_(p - group["lr"] * p.grad)
+
+
+class GroupPerParamSGD(PlainSGD):
+    """Makes one param group per param of those it is given (gefen's Gefen): ZeroRedundancyOptimizer,
+    which syncs its groups into the optimizer's one to one, refuses it in torch's own assert."""
+
+    def __init__(self, params, lr=0.1):
+        given = list(params)
+        flat = [p for g in given for p in (g["params"] if isinstance(g, dict) else [g])]
+        torch.optim.Optimizer.__init__(self, [{"params": [p]} for p in flat], {"lr": lr})

@@ -123,6 +123,16 @@ def test_amplified_rounding_excuses_only_a_difference_within_eps_times_the_growt
     require_beyond_amplified_rounding("c", initial, [], "over 3 steps")  # nothing differs: nothing to excuse
 
 
+def test_an_optimizer_that_regroups_its_params_is_named_when_zero_refuses_it(tmp_path):
+    # gefen's Gefen makes a group per param: ZeRO's "Mismatch between number of source and destination parameter
+    # groups" was called torch's doing
+    case = one_case(tmp_path, spec("planted_unseen:GroupPerParamSGD", checks="[zero]"))
+    message = str(failure("zero", case))
+    assert "Mismatch between number of source and destination parameter groups, raised in ZeroRedundancyOptimizer" in message
+    assert "diagnosis: GroupPerParamSGD makes 4 param groups of the 1 it is given" in message and "the optimizer's doing" in message
+    assert "torch's doing" not in message, message
+
+
 def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimizers_and_ddp_still_runs(tmp_path):
     # Magma's state_dict holds its base's under a key of its own: ZeRO's KeyError killed both items' ranks, "torch's doing"
     case = one_case(tmp_path, "optimizer: planted_run_model:MaskingWrapper\nparams: wrapped\n"
