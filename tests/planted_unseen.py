@@ -674,3 +674,13 @@ class GroupPerParamSGD(PlainSGD):
         given = list(params)
         flat = [p for g in given for p in (g["params"] if isinstance(g, dict) else [g])]
         torch.optim.Optimizer.__init__(self, [{"params": [p]} for p in flat], {"lr": lr})
+
+
+class SelfScalingSGD(PlainSGD):
+    """Scales the lr it is given tenfold, but not a param group's own (OptiRoulette adjusts the lr of the
+    optimizer it picks): ZeroRedundancyOptimizer hands it groups that carry the lr, so ZeRO steps otherwise."""
+
+    def __init__(self, params, lr=0.1):
+        given = list(params)
+        own = any(isinstance(g, dict) and "lr" in g for g in given)
+        super().__init__(given, lr if own else lr * 10)

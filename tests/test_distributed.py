@@ -133,6 +133,15 @@ def test_an_optimizer_that_regroups_its_params_is_named_when_zero_refuses_it(tmp
     assert "torch's doing" not in message, message
 
 
+def test_an_optimizer_that_sets_its_own_lr_is_named_when_zero_steps_otherwise(tmp_path):
+    # OptiRoulette scales the lr of the optimizer it picks; ZeRO writes the given lr back: "ZeRO vs unsharded", unexplained
+    case = one_case(tmp_path, spec("planted_unseen:SelfScalingSGD", kwargs="{lr: 0.01}", checks="[zero]"))
+    message = str(failure("zero", case))
+    assert "ZeRO vs unsharded on rank 0" in message
+    assert "diagnosis: the optimizer's groups end with other hyperparameters unsharded than under ZeRO (group 0 lr: " \
+           "unsharded 0.1, ZeRO 0.01)" in message, message
+
+
 def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimizers_and_ddp_still_runs(tmp_path):
     # Magma's state_dict holds its base's under a key of its own: ZeRO's KeyError killed both items' ranks, "torch's doing"
     case = one_case(tmp_path, "optimizer: planted_run_model:MaskingWrapper\nparams: wrapped\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, value_differences
 from ..harness.vacuity import Blocked, require_beyond_amplified_rounding, require_moved
@@ -129,6 +131,9 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     except AssertionError as exc:
         coupled = coupling(case, 0)
         if coupled is None:
+            regrouped = _hyperparameters_apart(unsharded, run.ranks[0].zero_state_dict)
+            if regrouped:
+                raise AssertionError(f"{exc}\n  diagnosis: {regrouped}") from None
             raise
         raise AssertionError(f"{exc}\n  diagnosis: {coupled}; ZeroRedundancyOptimizer gives each rank's optimizer its shard "
                              "of the params alone, so that statistic covers the shard: the optimizer's design, which ZeRO "
@@ -138,6 +143,23 @@ def check_zero(case: Any, runs: Any) -> Verdict:
                    f"({entries} state entries) loads into a plain optimizer and equals the unsharded state",
                    {"steps_compared": case.distributed.iterations, "world_size": ws, "state_entries": entries,
                     "moved_tolerances": round(moved, 3)})
+
+
+def _hyperparameters_apart(unsharded: dict[str, Any], zero: Any) -> str | None:
+    """Where the unsharded optimizer's groups end with other hyperparameters than ZeRO's (OptiRoulette scales
+    the lr it is given, but not a group's own, which ZeRO's groups carry): why, in words."""
+    if not isinstance(zero, dict) or len(zero.get("param_groups", [])) != len(unsharded.get("param_groups", [])):
+        return None
+    apart = [f"group {i} {key}: unsharded {a[key]!r}, ZeRO {b.get(key)!r}"
+             for i, (a, b) in enumerate(zip(unsharded["param_groups"], zero["param_groups"]))
+             for key in a if key != "params" and not isinstance(a[key], torch.Tensor) and a[key] != b.get(key)]
+    if not apart:
+        return None
+    return ("the optimizer's groups end with other hyperparameters unsharded than under ZeRO (" + "; ".join(apart[:3])
+            + "): ZeroRedundancyOptimizer hands the optimizer param groups that carry every hyperparameter it was given, "
+            "and keeps its own groups' values in step with the optimizer's; an optimizer that sets a hyperparameter over "
+            "the one given (OptiRoulette scales the lr of the optimizer it picks, but not a group's own lr) steps "
+            "otherwise under ZeRO: the optimizer's doing")
 
 
 DISTRIBUTED = Check("distributed", check_distributed,
