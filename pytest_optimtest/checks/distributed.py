@@ -131,9 +131,9 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     except AssertionError as exc:
         coupled = coupling(case, 0)
         if coupled is None:
-            regrouped = _hyperparameters_apart(unsharded, run.ranks[0].zero_state_dict)
-            if regrouped:
-                raise AssertionError(f"{exc}\n  diagnosis: {regrouped}") from None
+            apart = _hyperparameters_apart(unsharded, run.ranks[0].zero_state_dict)
+            if apart:
+                raise AssertionError(f"{exc}\n  diagnosis: {apart}") from None
             raise
         raise AssertionError(f"{exc}\n  diagnosis: {coupled}; ZeroRedundancyOptimizer gives each rank's optimizer its shard "
                              "of the params alone, so that statistic covers the shard: the optimizer's design, which ZeRO "

@@ -162,20 +162,20 @@ def _consolidation_error(exc: BaseException, optimizer: Any) -> str:
             "merges the ranks' 'state' and 'param_groups')")
 
 
-def _regrouped(case: Case, given: list[Any]) -> str | None:
+def _regrouped_by(case: Case) -> str | None:
     """Why ZeRO refused an optimizer that makes other param groups than it is given (gefen's one group
-    per param): ZeRO syncs its own groups into the optimizer's one by one; None where it keeps them."""
-    groups = sum(isinstance(g, dict) for g in given) or 1  # a list of tensors is one group
+    per param): ZeRO syncs its own groups with the optimizer's one to one; None where it keeps them."""
     try:
-        made = len(make_optimizer(case, build_model(case)).param_groups)
+        model = build_model(case)
+        groups = sum(isinstance(g, dict) for g in constructor_params(case.params, model, case.device)) or 1  # a list: one
+        made = len(make_optimizer(case, model).param_groups)
     except Exception:  # noqa: BLE001  # it does not build in one process either: that is told as it is
         return None
     if made == groups:
         return None
     name = getattr(resolve(case.optimizer), "__name__", case.optimizer)
-    return (f"{name} makes {made} param groups of the {groups} it is given, and "
-            "ZeroRedundancyOptimizer keeps its own groups and the optimizer's in step one to one: the optimizer's doing "
-            "(keep the groups it is given)")
+    return (f"{name} makes {made} param groups of the {groups} it is given, and ZeroRedundancyOptimizer keeps its "
+            "own groups and the optimizer's in step one to one: the optimizer's doing (keep the groups it is given)")
 
 
 def load_into_plain(case: Case, state_dict: Any) -> tuple[dict[str, Any], str | None]:
@@ -220,7 +220,7 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
             opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
                 params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params), **kwargs)
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
-            regrouped = _regrouped(case, params)
+            regrouped = _regrouped_by(case)
             raise ZeroRefused("building it", f"{one_line(exc)}, raised in ZeroRedundancyOptimizer\n  diagnosis: {regrouped}"
                               if regrouped else told(exc)) from exc
     else:
