@@ -311,12 +311,8 @@ class OptimtestSession:
         the first such red of the case is its one red, the later ones are blocked by it; (None, "") otherwise."""
         if item.check not in PER_PARAM_REGIMES or not isinstance(item.case, Case) or not self.runs.ladder(item.case).swapped:
             return None, ""
-        failure = RungFailure(f"the same cause in {item.check}", f"{STORAGE_SWAP}: {one_line(exc)}", mechanism=STORAGE_SWAP,
-                              error=exc)
-        claimed = self.root_causes.setdefault((item.case.key, STORAGE_SWAP), item.nodeid)
-        if claimed == item.nodeid:
-            return failure, "root_cause"
-        return replace(failure, rung=f"the same cause in {claimed.rsplit('::', 1)[-1].split('[')[0]}"), "blocked"
+        failure = RungFailure(f"the same cause in {item.check}", f"{STORAGE_SWAP}: {one_line(exc)}", mechanism=STORAGE_SWAP)
+        return self._claimed(item, STORAGE_SWAP, failure, "the same cause in")
 
     def _inductor_rounding(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
         """(the red as a root cause, "root_cause" or "blocked") for a check other than parity that compares a
@@ -335,11 +331,8 @@ class OptimtestSession:
             return None, ""
         cause = PRECISION_CASTS_FOUND.format(dtype=case.dtype, check=item.check)
         failure = RungFailure(f"the same cause in {item.check}", f"{cause}: {one_line(exc)}", mechanism=PRECISION_CASTS)
-        claimed = self.root_causes.setdefault((case.key, PRECISION_CASTS), item.nodeid)
-        if claimed == item.nodeid:
-            item.diagnoses = [cause]
-            return failure, "root_cause"
-        return replace(failure, rung=f"the same cause in {claimed.rsplit('::', 1)[-1].split('[')[0]}"), "blocked"
+        item.diagnoses = [cause]  # the red's, where it is the root cause (a blocked item's reason holds it)
+        return self._claimed(item, PRECISION_CASTS, failure, "the same cause in")
 
     def _same_error(self, item: CheckItem, exc: BaseException) -> tuple[RungFailure | None, str]:
         """(the error as a root cause, "root_cause" or "blocked") where the optimizer's or torch's code raised
@@ -361,11 +354,15 @@ class OptimtestSession:
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
         if mechanism:  # one root cause however many places raise it (the step's hooks, state_dict's, on the ranks)
             failure = replace(failure, cause=f"{mechanism}: {failure.cause}", mechanism=mechanism)
-        claimed = self.root_causes.setdefault((item.case.key, mechanism or told or root_cause(exc, found=found)), item.nodeid)
+        return self._claimed(item, mechanism or told or root_cause(exc, found=found), failure, "the same error in")
+
+    def _claimed(self, item: CheckItem, cause: str, failure: RungFailure, same: str) -> tuple[RungFailure, str]:
+        """(failure, "root_cause") for the case's first item that fails by `cause`; (failure told as `same` <that
+        item's check>, "blocked") for every later one."""
+        claimed = self.root_causes.setdefault((item.case.key, cause), item.nodeid)
         if claimed == item.nodeid:
             return failure, "root_cause"
-        first = claimed.rsplit("::", 1)[-1].split("[")[0]
-        return replace(failure, rung=f"the same error in {first}"), "blocked"
+        return replace(failure, rung=f"{same} {claimed.rsplit('::', 1)[-1].split('[')[0]}"), "blocked"
 
     def _compares_compiled(self, check: str) -> bool:
         """Whether the check compares compiled values with eager ones (the compiled run's diagnoses and
