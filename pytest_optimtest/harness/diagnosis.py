@@ -48,9 +48,9 @@ DRAW_ORDER_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimi
 PER_PARAM_REGIMES = (*DRAW_ORDER_REGIMES, "distributed")
 STORAGE_SWAP = "its step replaces its params' storage"  # a root cause of every red of those regimes (session.py)
 PRECISION_CASTS = "inductor's rounding at low precision"  # a root cause of every compiled regime's red it explains
-PRECISION_CASTS_FOUND = ("torch's doing (inductor's rounding at {dtype}): inductor computes the step's pointwise chain in float32 "
-                   "and rounds once, eager rounds after every op; run again with emulate_precision_casts=True, {check} "
-                   "passes, so the difference is that rounding, not the optimizer's")
+PRECISION_CASTS_FOUND = ("torch's doing (inductor's rounding at {dtype}): inductor computes the step's pointwise chain in "
+                         "float32 and rounds once, eager rounds after every op; run again with emulate_precision_casts=True, "
+                         "{check} passes, so the difference is that rounding, not the optimizer's")
 
 
 def ordered_draws(draws: tuple[str, ...]) -> str | None:
