@@ -61,19 +61,23 @@ def require_finite(case_id: str, initial: dict[str, torch.Tensor], params: dict[
                        f"({len(grown)} param(s) beyond {DIVERGED_GROWTH:g}x or near their dtype's overflow): not comparable; lower the case's lr")
 
 
-def diverged_params(initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) -> list[tuple[str, float, float]]:
+def diverged_params(initial: Params, params: Params) -> list[tuple[str, float, float]]:
     """(name, initial scale, final scale) of floating params whose largest magnitude grew beyond
     DIVERGED_GROWTH times their initial one (at least 1: a param that starts at zero may reach 1), or
     beyond their dtype's max ** 0.75."""
-    grown = []
+    return [(name, start, end) for name, start, end in _scales(initial, params)
+            if end > DIVERGED_GROWTH * max(start, 1.0) or end > torch.finfo(params[name].dtype).max ** 0.75]
+
+
+def _scales(initial: Params, params: Params) -> list[tuple[str, float, float]]:
+    """(name, largest magnitude before, after) of each non-empty floating param in both."""
+    scales = []
     for name, before in initial.items():
         after = params.get(name)
         if after is None or not after.is_floating_point() or after.numel() == 0 or before.numel() == 0:
             continue
-        start, end = float(before.detach().abs().max()), float(after.detach().abs().max())
-        if end > DIVERGED_GROWTH * max(start, 1.0) or end > torch.finfo(after.dtype).max ** 0.75:
-            grown.append((name, start, end))
-    return grown
+        scales.append((name, float(before.detach().abs().max()), float(after.detach().abs().max())))
+    return scales
 
 
 def require_beyond_amplified_rounding(case_id: str, initial: Params, differing: list[tuple[Params, Params]], over: str) -> None:
@@ -103,15 +107,9 @@ def require_beyond_amplified_rounding(case_id: str, initial: Params, differing: 
                    f"eps x growth ({bound:.3g}): not comparable; lower the case's lr")
 
 
-def _growth(initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) -> float:
+def _growth(initial: Params, params: Params) -> float:
     """The largest factor by which a floating param's largest magnitude grew (from at least 1)."""
-    growth = 0.0
-    for name, before in initial.items():
-        after = params.get(name)
-        if after is None or not after.is_floating_point() or after.numel() == 0 or before.numel() == 0:
-            continue
-        growth = max(growth, float(after.detach().abs().max()) / max(float(before.detach().abs().max()), 1.0))
-    return growth
+    return max((end / max(start, 1.0) for _, start, end in _scales(initial, params)), default=0.0)
 
 
 def require_moved(case_id: str, initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor], tol: Tolerance,
