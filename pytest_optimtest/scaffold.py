@@ -178,13 +178,14 @@ def _guesses(name: str) -> tuple[float, ...]:
 
 def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], list[str]]:
     """({name: value}, notes) for the hyperparameters the constructor requires beyond params and lr
-    (torch.optim's `required` sentinel, or a keyword-only argument without a default): the first of
+    (torch.optim's `required` sentinel, a keyword-only argument without a default, or one annotated as a
+    number): the first of
     REQUIRED_GUESSES with which it constructs and steps, said in a note to replace with the user's value."""
     from torch.optim.optimizer import required  # the sentinel torch.optim and its imitators default to
 
     parameters = list(inspect.signature(cls).parameters.values())[1:]  # after the params
     names = [p.name for p in parameters if p.name != "lr" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-             and (p.default is required or (p.kind is p.KEYWORD_ONLY and p.default is p.empty))]
+             and (p.default is required or (p.default is p.empty and (p.kind is p.KEYWORD_ONLY or _numeric(p))))]
     unset = [p.name for p in parameters if p.default is None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
              and p.name not in ("lr", "foreach", "maximize", "capturable", "differentiable", "fused")]
     names += _needed_none_defaults(cls, kwargs, {name: _guesses(name)[0] for name in names}, unset)
@@ -198,9 +199,18 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
     for name in names if not steps(fills) else ():  # one at a time, the others at the first guess
         fills[name] = next((g for g in _guesses(name) if steps({**fills, name: g})), _guesses(name)[0])
     if not steps(fills):
+        if _constructs(cls, "list", two_linear, {**kwargs, **fills}):  # a spec that loads, its step's error shown by its runs
+            return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor "
+                           f"requires (it constructs so; no guess of {REQUIRED_GUESSES} stepped): put your values"]
         return {}, [f"{', '.join(names)}: the constructor requires them and no guess of {REQUIRED_GUESSES} stepped: fill them in"]
     return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor requires; "
                    "put your values"]
+
+
+def _numeric(parameter: inspect.Parameter) -> bool:
+    """Whether the argument is annotated as a number (IVON's `ess: float`): a hyperparameter to guess,
+    never a second params argument, however it is passed."""
+    return parameter.annotation in (int, float, "int", "float")
 
 
 def _required_instances(cls: type) -> tuple[dict[str, Any], dict[str, str], list[str]]:

@@ -868,3 +868,23 @@ class NanAfterOneStepSGD(PlainSGD):
         for group in self.param_groups:
             for p in group["params"]:
                 p.fill_(float("nan"))
+
+
+class SampleSizeSGD(PlainSGD):
+    """IVON's constructor shape: a required positional hyperparameter annotated as a number after lr
+    (`ess: float`), which is no second params argument."""
+
+    def __init__(self, params, lr: float, ess: float, hess_init: float = 1.0):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "ess": ess, "hess_init": hess_init})
+
+
+class SampledContextSGD(SampleSizeSGD):
+    """IVON's protocol: its step reads grads its `sampled_params` context gathers around the backward,
+    so a plain step raises whatever it is given."""
+
+    def __init__(self, params, lr: float, ess: float):
+        super().__init__(params, lr, ess)
+        self.gathered = None
+
+    def _update(self) -> None:
+        self.gathered[0]  # TypeError: 'NoneType' object is not subscriptable, as IVON's `avg_grad`
