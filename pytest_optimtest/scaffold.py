@@ -472,6 +472,11 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step refuses, on purpose, to step as torch.optim's steps are driven: {step_problem}",
                 f"its step needs a protocol of its own (it raises, on purpose: {step_problem.split(', at ')[0]}), where the "
                 "plugin's runs call step() or step(closure) after backward, as torch.optim's training loops do: not supported")
+    valued = _loss_value_parameter(cls)
+    if valued is not None:
+        return (f"its step takes the loss's value as `{valued}`, not a closure: {step_problem}",
+                f"its step takes the loss's value as `{valued}` after backward (step(loss)), a protocol of its own: "
+                "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
     wanted = _object_protocol(cls, form, kwargs)
     if wanted is not None:
         argument, problem = wanted
@@ -479,6 +484,17 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
                 f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
                 "steps take a closure function, as the plugin's runs give: not supported")
     return None
+
+
+def _loss_value_parameter(cls: type) -> str | None:
+    """The name of the step's first parameter where it is required and takes the loss's value, not a
+    closure (ELRA's `step(self, loss: float)`): named loss or annotated as a number; None otherwise."""
+    optimizer_cls = cls.func if isinstance(cls, functools.partial) else cls  # the probe binds required kwargs
+    parameters = step_parameters(optimizer_cls) if requires_closure(optimizer_cls) else None
+    if not parameters:
+        return None
+    first = parameters[0]
+    return first.name if first.name == "loss" or _numeric(first) else None
 
 
 def _missing_module(problem: str) -> str | None:

@@ -888,3 +888,14 @@ class SampledContextSGD(SampleSizeSGD):
 
     def _update(self) -> None:
         self.gathered[0]  # TypeError: 'NoneType' object is not subscriptable, as IVON's `avg_grad`
+
+
+class LossValueSGD(PlainSGD):
+    """ELRA's protocol: its step takes the loss's value after backward, `step(loss: float)`, not a closure."""
+
+    @torch.no_grad()
+    def step(self, loss: float, scale: float | None = None):  # type: ignore[override]
+        if not loss < 1e999:  # ELRA's check for an infinite loss: a closure given here raises TypeError
+            return None
+        self._update()
+        return None
