@@ -669,23 +669,26 @@ def _movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype 
 def _law_regime_movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype) -> float | None:
     """Largest param movement, in the dtype's default tolerance, in the laws' regime: params of randn
     magnitude (where a relative tolerance such as bf16's is widest; the model's init is far smaller)
-    stepped the laws' number of steps on randn grads. None if a step raised."""
-    torch.manual_seed(0)
-    model = factory().to(dtype)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn_like(p))
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    try:
-        optimizer = construct(cls, form, model, {"lr": lr}, "cpu")
-        for _ in range(Laws.model_fields["steps"].default):
+    stepped the laws' number of steps on randn grads, given a closure where the step raises without one
+    (SAM's: the laws' runs give it one, `step_on_grads`). None if a step raised either way."""
+    for with_closure in (False, True):
+        torch.manual_seed(0)
+        model = factory().to(dtype)
+        with torch.no_grad():
             for p in model.parameters():
-                p.grad = torch.randn_like(p)
-            optimizer.step()
-    except Exception:  # the model probe's own run reports what the step raised
-        return None
-    tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
-    return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance)
+                p.copy_(torch.randn_like(p))
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        try:
+            optimizer = construct(cls, form, model, {"lr": lr}, "cpu")
+            for _ in range(Laws.model_fields["steps"].default):
+                for p in model.parameters():
+                    p.grad = torch.randn_like(p)
+                step_on_grads(optimizer, model.parameters(), with_closure)
+        except Exception:  # noqa: BLE001  # the model probe's own run reports what the step raised
+            continue
+        tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
+        return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance)
+    return None
 
 
 def _steps_sparse_grads_only(cls: type, form: Any, kwargs: dict) -> bool:

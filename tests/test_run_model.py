@@ -229,7 +229,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                               "  empty: false", "# fuzz draws no param of shape () (min_dims: 1)"], []),
     ("planted_run_model:RequiredMomentumSGD", ["momentum: 0.9}", "# momentum: 0.9: init's guesses for what the constructor requires"], []),
     ("planted_run_model:ClosureAssertingSGD", ["closure: [true]  # its step raises without a closure (AssertionError: "
-                                               "ClosureAssertingSGD.step requires a closure, at ", "planted_run_model.py:"], ["fill in `params`"]),
+                                               "ClosureAssertingSGD.step requires a closure, at ", "planted_run_model.py:"],
+     ["fill in `params`", "its step raised at this lr"]),  # the laws' probe gives it a closure too (torchlab's SAM)
     ("planted_run_model:ClosureOnlyEmptyRefusingSGD", ["allow_empty: false}", "# fuzz draws no param of shape (0, 3) "
                                                        "(allow_empty: false): its step refused one alone: ValueError"], []),
     ("planted_run_model:LookaheadWrapper", ["params: wrapped  # it wraps an optimizer instance, `base_optimizer`",
