@@ -25,6 +25,7 @@ SPECS = {
     "untraced": "optimizer: planted_run_model:UntracedStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
     "raisedist": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisedist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed, zero]\n",
+    "raisefsdp": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisefsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
     "closureloss": "optimizer: planted_run_model:ClosureLossSGD\nkwargs: {lr: 0.1}\nclosure: [false, true]\n"
                    "checks: [parity, closure_graph_break]\n",
     "rankkill": "optimizer: planted_run_model:RankKillingSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\nfsdp: {compiled: false}\n",
@@ -204,6 +205,15 @@ def test_a_step_that_compiles_nothing_of_its_own_given_a_closure_is_its_closure_
     assert _outcomes(out, "closurelosssgd-default-closure-cpu") == {"parity": "FAILED"}, out
     assert re.search(r"SKIPPED \[1\] .*: blocked by graph_captured: .*\(case closurelosssgd-default-closure-cpu, whose parity "
                      r"item is that red\)", out), out
+
+
+def test_a_sharded_compiled_step_that_raises_as_the_compiled_step_does_is_blocked_not_a_second_red(session):
+    """adancfgd's AdaFGD: dynamo's InternalTorchDynamoError over whole params (parity's red) was fsdp's red
+    too, "the same step over whole params in one process does not" raise: it does, compiled."""
+    out, _, _ = session
+    assert _outcomes(out, "raisefsdp-default-cpu") == {"parity": "FAILED", "fsdp": "SKIPPED"}, out
+    assert re.search(r"SKIPPED \[1\] .*: blocked by compiled_steps: .*only the compiled step raised.*; the eager step over "
+                     r"the same shards matches one process", out), out
 
 
 def test_ranks_that_die_in_the_sharded_run_are_fsdps_one_red_and_block_checkpoint(session):

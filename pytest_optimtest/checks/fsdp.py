@@ -98,8 +98,12 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
     section, tol, ws, steps = case.sections["fsdp"], _tolerance(case), run.world_size, case.distributed.iterations
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
-    if run.compiled is not None:
-        _raised(case, "the compiled step over FSDP2-sharded (DTensor) params", run.compiled)
+    sharded_compiled, unserved = run.compiled, None
+    if sharded_compiled is not None and sharded_compiled.error:
+        unserved = runs.ladder(case).first_failure(("graph_captured", "compiled_steps"))
+        if unserved is None:
+            _raised(case, "the compiled step over FSDP2-sharded (DTensor) params", sharded_compiled)
+        sharded_compiled = None  # it fails over whole params too: the ladder's red, not the shards'
     other_grads = _other_grads(case, run)
     if other_grads:
         raise AssertionError(f"{case.id}: {other_grads}")
@@ -107,8 +111,8 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
                           f"over {steps} one-process train steps", f"; raise lr or distributed.iterations in {case.location}")
     eager = _differences(f"sharded on {ws} ranks", run.reference, run.eager, tol)
     problems, compiled, recompiled = [f"eager sharded: {d}" for d in eager], [], []
-    if run.compiled is not None:
-        compiled = _differences(f"compiled, sharded on {ws} ranks", run.reference, run.compiled, tol)
+    if sharded_compiled is not None:
+        compiled = _differences(f"compiled, sharded on {ws} ranks", run.reference, sharded_compiled, tol)
         blocked = runs.ladder(case).first_failure(("compiled_matches",)) if compiled and not eager else None
         if blocked is not None:  # the step compiles wrong over whole params too: parity's red, not the shards'
             raise Blocked(blocked.blocked() + "; the eager step over the same shards matches one process")
@@ -117,27 +121,29 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
             problems.append("the eager step over the same shards matches, and the compiled step over whole params matches "
                             "eager (parity): the difference is torch.compile's over DTensor params (torch's doing)")
         allowed = section.recompiles
-        if allowed is not None and len(run.compiled.recompiles) > allowed:
-            recompiled = [f"the sharded compiled step recompiled {len(run.compiled.recompiles)} times over {steps} "
-                          f"steps, the spec allows {allowed} (fsdp.recompiles): " + "; ".join(run.compiled.recompiles[:2])]
+        if allowed is not None and len(sharded_compiled.recompiles) > allowed:
+            recompiled = [f"the sharded compiled step recompiled {len(sharded_compiled.recompiles)} times over {steps} "
+                          f"steps, the spec allows {allowed} (fsdp.recompiles): " + "; ".join(sharded_compiled.recompiles[:2])]
     if not recompiled:  # values differ and nothing else: no verdict where the run's growth amplified rounding
         require_beyond_amplified_rounding(case.id, run.initial, [
-            (run.reference.params, trained.params) for trained, found in ((run.eager, eager), (run.compiled, compiled))
+            (run.reference.params, trained.params) for trained, found in ((run.eager, eager), (sharded_compiled, compiled))
             if found and trained is not None], f"over {steps} one-process train steps")
     problems += recompiled
     if problems:
         raise AssertionError(f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
                              f"{ws} {rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
-    if run.compiled is not None and run.compiled.graphs == 0:  # half of what the check claims did not happen: not a pass
+    if sharded_compiled is not None and sharded_compiled.graphs == 0:  # half of what the check claims did not happen: not a pass
         raise Vacuous(f"{case.id}: vacuous: the eager step over FSDP2-sharded params matches one process, but torch.compile "
                       "captured no graph of the step over DTensor params, so the compiled comparison did not happen (where "
                       "the case's own step captures none either, its parity item is that root cause's red)")
-    said = f"eager{' and compiled' if run.compiled is not None else ''} over DTensor params on {ws} ranks"
-    if run.compiled is not None:
-        said += f" ({run.compiled.graphs} graphs, {len(run.compiled.recompiles)} recompiles)"
+    if unserved is not None:
+        raise Blocked(unserved.blocked() + "; the eager step over the same shards matches one process")
+    said = f"eager{' and compiled' if sharded_compiled is not None else ''} over DTensor params on {ws} ranks"
+    if sharded_compiled is not None:
+        said += f" ({sharded_compiled.graphs} graphs, {len(sharded_compiled.recompiles)} recompiles)"
     return Verdict(f"{said} equal one process: {len(run.reference.params)} params and their state; moved {moved:.3g} tol; "
                    f"{run.seconds:.1f}s", {"steps_compared": steps, "world_size": ws, "params": len(run.reference.params),
-                                            "compiled_graphs": run.compiled.graphs if run.compiled is not None else None,
+                                            "compiled_graphs": sharded_compiled.graphs if sharded_compiled is not None else None,
                                             "moved_tolerances": round(moved, 3)})
 
 
