@@ -6,6 +6,7 @@ torch.optim step from a subclass inserts a graph break under fullgraph=True.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -328,6 +329,19 @@ class GroupStepSGD(PlainSGD):
         for group in self.param_groups:
             group["step"] = group.get("step", 0) + 1
         super()._update()
+
+
+class PowStepSGD(PlainSGD):
+    """zij's AdaGC shape: an int step count in its groups fed to math.pow (a bias correction), which
+    dynamo specializes: every step recompiles, and the count round-trips through state_dict."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["step"] = group.get("step", 0) + 1
+            correction = 1.0 - math.pow(0.9, group["step"])
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] * correction)
 
 
 class LazyStateSGD(PlainSGD):

@@ -12,7 +12,7 @@ from pytest_optimtest import update
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
-from pytest_optimtest.harness.vacuity import Vacuous
+from pytest_optimtest.harness.vacuity import Blocked, Vacuous
 from pytest_optimtest.spec.releases import for_release, release_update
 
 
@@ -344,6 +344,14 @@ def test_a_step_that_never_settles_fails_with_dynamos_reasons(tmp_path):
     message = failure("recompile", one_case(tmp_path, spec("planted:KeepsRecompilingSGD")))
     assert "the step recompiled on each of 4 warm-up steps and never settled" in message, message
     assert "history" in message
+
+
+def test_recompiles_after_a_state_dict_load_of_a_step_that_never_settles_are_not_a_second_red(tmp_path):
+    """zij's AdaGC keeps an int `step` in its groups: the recompile check's red was state_dict's too ("loading
+    a state_dict caused 2 recompiles"), though the step recompiles as often without any load."""
+    runs = RunCache()
+    with pytest.raises(Blocked, match=r"blocked by recompile: the compiled step recompiles on every warm-up step without any load"):
+        CHECKS["state_dict"].run(one_case(tmp_path, spec("planted:PowStepSGD")), runs)
 
 
 def test_the_perturbations_compile_only_for_a_selected_recompile_check(tmp_path):
