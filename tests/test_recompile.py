@@ -281,6 +281,16 @@ def test_compile_time_is_reported_and_fails_only_past_the_budget(tmp_path):
     assert "captured no graph of the step over 100 tensors" in str(fused.value) and "together" not in str(fused.value)
 
 
+def test_a_compile_past_the_report_wait_is_reported_as_such_not_a_red_timeout(tmp_path, monkeypatch):
+    """zij's AdaGC (no foreach: a 100-param loop unrolled) was still compiling at the case's 900 s timeout,
+    a red "hung" item, where without a budget the check only reports."""
+    from pytest_optimtest.checks import compile_time
+
+    monkeypatch.setattr(compile_time, "REPORT_WAIT_S", 0.001)
+    verdict = run("compile_time", one_case(tmp_path, spec("planted:PlainSGD")))
+    assert "still compiling after 0.001s, stopped (no budget set: reported, not judged" in verdict, verdict
+
+
 def test_once_per_optimizer_checks_go_to_the_first_case_only(tmp_path):
     cases = cases_from(tmp_path, """
 optimizer: torch.optim.SGD
