@@ -472,6 +472,12 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step refuses, on purpose, to step as torch.optim's steps are driven: {step_problem}",
                 f"its step needs a protocol of its own (it raises, on purpose: {step_problem.split(', at ')[0]}), where the "
                 "plugin's runs call step() or step(closure) after backward, as torch.optim's training loops do: not supported")
+    managers = _context_managers(cls)
+    if managers:
+        return (f"its step raised {step_problem}; it defines {', '.join(managers)}, a context manager a training loop "
+                "wraps around forward and backward",
+                f"its step needs a protocol of its own (its `{managers[0]}` context around forward and backward, as its docs "
+                "say), where the plugin's runs call backward and step() as torch.optim's training loops do: not supported")
     valued = _loss_value_parameter(cls)
     if valued is not None:
         return (f"its step takes the loss's value as `{valued}`, not a closure: {step_problem}",
@@ -484,6 +490,19 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
                 f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
                 "steps take a closure function, as the plugin's runs give: not supported")
     return None
+
+
+def _context_managers(cls: type) -> list[str]:
+    """The optimizer's own methods that are generator-based context managers (IVON's `sampled_params`,
+    which gathers the grads its step reads): a training-loop protocol of the optimizer's."""
+    optimizer_cls = cls.func if isinstance(cls, functools.partial) else cls
+    found = []
+    for name, member in inspect.getmembers(optimizer_cls, callable):
+        wrapped = getattr(member, "__wrapped__", None)
+        if (wrapped is not None and inspect.isgeneratorfunction(wrapped)
+                and not getattr(member, "__module__", "").startswith("torch.")):
+            found.append(name)
+    return found
 
 
 def _loss_value_parameter(cls: type) -> str | None:

@@ -3,6 +3,7 @@ in a way that naive checks mistake for wrong (a diverging lr) or take as proof (
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -899,3 +900,13 @@ class LossValueSGD(PlainSGD):
             return None
         self._update()
         return None
+
+
+class SampledProtocolSGD(SampledContextSGD):
+    """IVON's protocol in full: a `sampled_params` context that a training loop wraps around forward and
+    backward gathers what the step reads; without it the step raises."""
+
+    @contextlib.contextmanager
+    def sampled_params(self, train: bool = False):
+        yield
+        self.gathered = [p.grad for group in self.param_groups for p in group["params"]]

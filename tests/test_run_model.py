@@ -263,6 +263,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:SampleSizeSGD", ["kwargs: {lr: 0.001, ess: 0.9}", "# ess: 0.9: init's guesses"], ["argument: ess"]),
     ("planted_run_model:LossValueSGD", ["skip:  # its step takes the loss's value as `loss`, not a closure",
                                         "step(loss)), a protocol of its own"], ["fill in `params`"]),
+    ("planted_run_model:SampledProtocolSGD", ["skip:  # its step raised TypeError", "it defines sampled_params, a context manager",
+                                              "its `sampled_params` context around forward and backward"], ["fill in `params`"]),
     ("planted_run_model:SampledContextSGD", ["kwargs: {lr: 0.001, ess: 0.9}", "(it constructs so; no guess of",
                                              "# one step over the default model raises (TypeError"], ["argument: ess", "fill them in"]),
     ("planted_run_model:LrDividingSGD", ["# zero_lr: left out: at lr 0 a step raised ZeroDivisionError"], ["  zero_lr: {"]),
