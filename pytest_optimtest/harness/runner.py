@@ -194,6 +194,9 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)
     if regime.perturb and not any(s.recompiles for s in result.compiles[result.warmup_steps:]):
         stepping.perturbations()
+    if case.backward == "create_graph":  # such a grad holds its param through autograd's graph (torch's documented
+        for p in model.parameters():  # cycle, out of the collector's reach), as a training loop's zero_grad drops
+            p.grad = None
     result.param_refs = [weakref.ref(p) for p in model.parameters()]
     return result
 
