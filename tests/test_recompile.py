@@ -9,7 +9,7 @@ from helpers import cases_from, one_case
 from ruamel.yaml import YAML
 
 from pytest_optimtest import update
-from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.checks import CHECKS, compile_time
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
 from pytest_optimtest.harness.vacuity import Blocked, Vacuous
@@ -284,8 +284,6 @@ def test_compile_time_is_reported_and_fails_only_past_the_budget(tmp_path):
 def test_a_compile_past_the_report_wait_is_reported_as_such_not_a_red_timeout(tmp_path, monkeypatch):
     """zij's AdaGC (no foreach: a 100-param loop unrolled) was still compiling at the case's 900 s timeout,
     a red "hung" item, where without a budget the check only reports."""
-    from pytest_optimtest.checks import compile_time
-
     monkeypatch.setattr(compile_time, "REPORT_WAIT_S", 0.001)
     verdict = run("compile_time", one_case(tmp_path, spec("planted:PlainSGD")))
     assert "still compiling after 0.001s, stopped (no budget set: reported, not judged" in verdict, verdict

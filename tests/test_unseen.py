@@ -3,6 +3,7 @@ planted optimizers written the ways other packages write them (tests/planted_uns
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import shutil
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import one_case
 
+from pytest_optimtest.harness.runner import Regime, running
 from pytest_optimtest.harness.torch_api import torch_version
 
 TESTS = Path(__file__).resolve().parent
@@ -341,14 +344,7 @@ def test_a_create_graph_run_leaves_no_grad_that_holds_its_params(tmp_path):
     backward(create_graph=True) leaves hold their params through autograd's graph (torch's documented
     cycle, out of gc's reach). A training loop's zero_grad drops them; the run does too. (Compiled, this
     planted step's graph break leaves dynamo's global holding them: torch's, named by no_leak.)"""
-    import gc
-
-    from helpers import one_case
-
-    from pytest_optimtest.harness.runner import Regime, running
-
-    case = next(c for c in [one_case(tmp_path, "optimizer: planted_unseen:HessianScaledSGD\nkwargs: {lr: 0.1}\n"
-                                               "backward: create_graph\n")] if c.closure)
+    case = one_case(tmp_path, "optimizer: planted_unseen:HessianScaledSGD\nkwargs: {lr: 0.1}\nbackward: create_graph\n")
     with running(case, Regime(closure=True, steps=2)) as run:
         gc.collect()
         assert run.params_alive() == 0, f"{run.params_alive()} of {len(run.param_refs)} params alive"
