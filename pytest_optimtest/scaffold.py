@@ -106,6 +106,10 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     gradient_free = _gradient_free(probe, form, base, factory)
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype, needs_closure) if has_lr else None
+    # the property draws over every case (zij's AdaGC: fixed_decay's decay ignores lr); the laws run the default case's
+    fuzz_zero_lr_refusal = zero_lr_refusal or next(
+        (f"{problem}{_with(kwargs, base)}" for kwargs in every_case[1:] if has_lr
+         and (problem := _zero_lr_problem(probe, form, kwargs, claimed, dtype, needs_closure)) is not None), None)
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
     tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory, base_problem) if has_lr else None
     lines = [
@@ -154,7 +158,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         *_state_dtype_lines(state_dtype),
         *[f"# {note}" for note in shape_notes],
         *(_properties(probe, state_dtype == "param", stored - ({"maximize"} if gradient_free else set()), shapes,
-                      zero_lr_refusal, has_lr, _refusal(probe, form, base, [(4, 3)], torch.float64, needs_closure))
+                      fuzz_zero_lr_refusal, has_lr, _refusal(probe, form, base, [(4, 3)], torch.float64, needs_closure))
           if form != "model" else
           ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there

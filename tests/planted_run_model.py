@@ -910,3 +910,17 @@ class SampledProtocolSGD(SampledContextSGD):
     def sampled_params(self, train: bool = False):
         yield
         self.gathered = [p.grad for group in self.param_groups for p in group["params"]]
+
+
+class FixedDecaySGD(PlainSGD):
+    """zij's AdaGC shape: a `fixed_decay` flag whose decay ignores lr, so at lr 0 that case still moves."""
+
+    def __init__(self, params, lr=0.1, weight_decay=0.01, fixed_decay=False):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "weight_decay": weight_decay, "fixed_decay": fixed_decay})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            decay = group["weight_decay"] if group["fixed_decay"] else group["lr"] * group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.mul_(1.0 - decay).add_(p.grad, alpha=-group["lr"])

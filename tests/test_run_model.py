@@ -263,6 +263,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted_run_model:SampleSizeSGD", ["kwargs: {lr: 0.001, ess: 0.9}", "# ess: 0.9: init's guesses"], ["argument: ess"]),
     ("planted_run_model:LossValueSGD", ["skip:  # its step takes the loss's value as `loss`, not a closure",
                                         "step(loss)), a protocol of its own"], ["fill in `params`"]),
+    # the zero_lr property draws over every case: a flag whose decay ignores lr leaves it out (zij's AdaGC)
+    ("planted_run_model:FixedDecaySGD", ["  - name: fixed_decay", "# zero_lr: left out: at lr 0 a step moved params "
+                                         "(its step size does not scale with lr, or a decay ignores it) with fixed_decay=True"],
+     ["  zero_lr: {"]),
     ("planted_run_model:SampledProtocolSGD", ["skip:  # its step raised TypeError", "it defines sampled_params, a context manager",
                                               "its `sampled_params` context around forward and backward"], ["fill in `params`"]),
     ("planted_run_model:SampledContextSGD", ["kwargs: {lr: 0.001, ess: 0.9}", "(it constructs so; no guess of",
