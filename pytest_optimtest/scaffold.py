@@ -925,6 +925,12 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
             settings[setting] = value
             notes.append(f"fuzz draws no param of shape {shape} ({setting}: {str(value).lower()}): its step refused "
                          f"one {refusal}")
+    refusal = next((f"{_with(kwargs, every_case[0])}: {refused}" for kwargs in every_case
+                    if (refused := _refusal(cls, form, kwargs, [(3, 4)], dtype, needs_closure, transposed=True)) is not None
+                    and _refusal(cls, form, kwargs, [(4, 3)], dtype, needs_closure) is None), None)
+    if refusal is not None:  # LuminaV's raw pointers: fuzz's transposed and strided views are no param it claims
+        settings["allow_views"] = False
+        notes.append(f"fuzz draws no non-contiguous param (allow_views: false): its step refused a transposed one{refusal}")
     return settings, notes
 
 
@@ -969,9 +975,10 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
 
 
 def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype,
-             needs_closure: bool) -> str | None:
-    """What one step over loose params of these shapes raised, or None."""
-    params = _loose_params(shapes, dtype)
+             needs_closure: bool, transposed: bool = False) -> str | None:
+    """What one step over loose params of these shapes (each transposed, a non-contiguous view, where
+    asked) raised, or None."""
+    params = _loose_params(shapes, dtype, transposed)
     try:
         step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
@@ -979,10 +986,11 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     return None
 
 
-def _loose_params(shapes: Sequence[tuple[int, ...]], dtype: torch.dtype) -> list[torch.nn.Parameter]:
-    """Seeded params of these shapes, each holding a seeded grad."""
+def _loose_params(shapes: Sequence[tuple[int, ...]], dtype: torch.dtype, transposed: bool = False) -> list[torch.nn.Parameter]:
+    """Seeded params of these shapes (transposed: of the reverse shapes, transposed), each holding a seeded grad."""
     torch.manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(shape, dtype=dtype)) for shape in shapes]
+    params = [torch.nn.Parameter(torch.randn(shape[::-1], dtype=dtype).t() if transposed else torch.randn(shape, dtype=dtype))
+              for shape in shapes]
     for param in params:
         param.grad = torch.randn_like(param)
     return params

@@ -493,3 +493,14 @@ class SelfCompilingStaticSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     self._update_one(p, p.grad, group["lr"])
+
+
+class ContiguousOnlySGD(PlainSGD):
+    """LuminaV's shape: steps params through raw pointers, so it refuses a non-contiguous one, on purpose."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for i, p in enumerate(group["params"]):
+                if not p.is_contiguous():
+                    raise ValueError(f"ContiguousOnlySGD requires contiguous parameters: call .contiguous() on parameter {i}")
+        super()._update()

@@ -95,6 +95,15 @@ def test_an_optimizer_compiling_its_own_step_is_fuzzed_past_dynamos_recompile_li
     assert CHECKS["fuzz_determinism"].run(fuzz, RunCache()).startswith("20 examples")
 
 
+def test_allow_views_false_draws_contiguous_params_only(tmp_path, ci_profile):
+    """luminamoon's LuminaV refuses non-contiguous params on purpose: fuzz drew a strided view and was red
+    "two runs from one seed differ" with its ValueError. init now writes `allow_views: false` for it."""
+    spec = "optimizer: planted:ContiguousOnlySGD\nkwargs: {lr: 0.1}\nfuzz:\n  determinism: {examples: {ci: 20}%s}\n"
+    assert CHECKS["fuzz_determinism"].run(fuzz_case(tmp_path, spec % ", allow_views: false"), RunCache()).startswith("20 examples")
+    with pytest.raises(AssertionError, match="requires contiguous parameters"):
+        CHECKS["fuzz_determinism"].run(fuzz_case(tmp_path, spec % ""), RunCache())
+
+
 def test_init_proposes_the_properties_the_constructor_allows(tmp_path, ci_profile):
     from pytest_optimtest.__main__ import main as cli
 

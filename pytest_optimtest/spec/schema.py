@@ -234,6 +234,8 @@ class FuzzShapes(FuzzProperty):
     max_dims: int = Field(3, ge=0, le=6, description="dimensions per param, at most")
     max_side: int = Field(4, ge=1, le=16, description="size of each dimension, at most")
     allow_empty: bool = Field(True, description="draw params with a 0 side (false: an optimizer that cannot step them)")
+    allow_views: bool = Field(True, description="draw non-contiguous params, transposed and strided views (false: an "
+                              "optimizer that refuses them, as one stepping raw pointers does)")
 
     @model_validator(mode="after")
     def _dims(self) -> FuzzShapes:

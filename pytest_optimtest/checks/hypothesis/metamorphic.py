@@ -95,7 +95,8 @@ def _draws(fuzz: Any, prop: Any, runs: Any, layouts: tuple[str, ...] = LAYOUTS) 
         raise NotApplicable(f"{fuzz.id}: no float32 {fuzz.device} case without a scheduler to draw")
     return {"case": st.sampled_from(steppable(fuzz.cases, runs, fuzz.id)),
             "params": param_lists(max_size=prop.max_params, min_dims=prop.min_dims, max_dims=prop.max_dims,
-                                  max_side=prop.max_side, allow_empty=prop.allow_empty, layouts=layouts)}
+                                  max_side=prop.max_side, allow_empty=prop.allow_empty,
+                                  layouts=layouts if prop.allow_views else ("contiguous",))}
 
 
 def _run(fuzz: Any, check: str, example: Callable[..., None], runs: Any,
