@@ -925,10 +925,13 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
             settings[setting] = value
             notes.append(f"fuzz draws no param of shape {shape} ({setting}: {str(value).lower()}): its step refused "
                          f"one {refusal}")
+    # LuminaV's raw pointers: fuzz's transposed and strided views are no param it claims. Only a refusal on purpose
+    # (its own `raise`): an accident over views (a `.view` of a transposed param) is a bug fuzz is there to show
     refusal = next((f"{_with(kwargs, every_case[0])}: {refused}" for kwargs in every_case
-                    if (refused := _refusal(cls, form, kwargs, [(3, 4)], dtype, needs_closure, transposed=True)) is not None
+                    if (refused := _refusal(cls, form, kwargs, [(3, 4)], dtype, needs_closure, transposed=True,
+                                            located=True)) is not None and _raised_on_purpose(refused)
                     and _refusal(cls, form, kwargs, [(4, 3)], dtype, needs_closure) is None), None)
-    if refusal is not None:  # LuminaV's raw pointers: fuzz's transposed and strided views are no param it claims
+    if refusal is not None:
         settings["allow_views"] = False
         notes.append(f"fuzz draws no non-contiguous param (allow_views: false): its step refused a transposed one{refusal}")
     return settings, notes
@@ -975,14 +978,15 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
 
 
 def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...]], dtype: torch.dtype,
-             needs_closure: bool, transposed: bool = False) -> str | None:
+             needs_closure: bool, transposed: bool = False, located: bool = False) -> str | None:
     """What one step over loose params of these shapes (each transposed, a non-contiguous view, where
-    asked) raised, or None."""
+    asked) raised, with the line that raised it where `located`, or None."""
     params = _loose_params(shapes, dtype, transposed)
     try:
         step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
-        return one_line(exc)
+        where = blame(exc).where if located else ""
+        return one_line(exc) + (f", at {where}" if where else "")
     return None
 
 

@@ -267,6 +267,7 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted:ContiguousOnlySGD", ["determinism: {examples: {ci: 10, dev: 20}, allow_views: false}",
                                    "# fuzz draws no non-contiguous param (allow_views: false): its step refused a transposed "
                                    "one: ValueError: ContiguousOnlySGD requires contiguous parameters"], []),
+    ("planted:FlatViewSGD", ["determinism: {examples: {ci: 10, dev: 20}}"], ["allow_views"]),  # a .view accident: a bug, no claim
     ("planted_run_model:FixedDecaySGD", ["  - name: fixed_decay", "# zero_lr: left out: at lr 0 a step moved params "
                                          "(its step size does not scale with lr, or a decay ignores it) with fixed_decay=True"],
      ["  zero_lr: {"]),
