@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import pytest
@@ -10,6 +11,7 @@ from ruamel.yaml import YAML
 
 from pytest_optimtest import update
 from pytest_optimtest.checks import CHECKS, compile_time
+from pytest_optimtest.harness.containment import CaseTimedOut
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
 from pytest_optimtest.harness.vacuity import Blocked, Vacuous
@@ -284,9 +286,20 @@ def test_compile_time_is_reported_and_fails_only_past_the_budget(tmp_path):
 def test_a_compile_past_the_report_wait_is_reported_as_such_not_a_red_timeout(tmp_path, monkeypatch):
     """zij's AdaGC (no foreach: a 100-param loop unrolled) was still compiling at the case's 900 s timeout,
     a red "hung" item, where without a budget the check only reports."""
-    monkeypatch.setattr(compile_time, "REPORT_WAIT_S", 0.001)
+    waits = []
+
+    @contextlib.contextmanager
+    def deadline_passed(seconds):  # the alarm as it fires once the compile has run past the wait, without a real signal
+        waits.append(seconds)
+        yield
+        raise CaseTimedOut("timed out")
+
+    monkeypatch.setattr(compile_time, "deadline", deadline_passed)
     verdict = run("compile_time", one_case(tmp_path, spec("planted:PlainSGD")))
-    assert "still compiling after 0.001s, stopped (no budget set: reported, not judged" in verdict, verdict
+    assert "still compiling after 300s, stopped (no budget set: reported, not judged" in verdict, verdict
+    assert waits == [300.0]
+    with pytest.raises(AssertionError, match=r"still compiling after 300s, stopped: over the budget of 60s"):
+        run("compile_time", one_case(tmp_path, spec("planted:PlainSGD", extra="compile_budget_s: 60")))
 
 
 def test_once_per_optimizer_checks_go_to_the_first_case_only(tmp_path):

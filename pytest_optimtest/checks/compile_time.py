@@ -18,7 +18,7 @@ from .base import Check, Verdict
 TENSORS, SHAPE = MANY_SMALL
 # How long the check waits for the compile where the spec sets no budget: a third of the default case timeout.
 # A step that unrolls a long per-param loop (zij's AdaGC, no foreach path) compiled over 100 tensors past 900 s,
-# and the item was red as "hung" though the check only reports without a budget.
+# and the item was red as "hung" though the check only reports without a budget. A larger budget waits that long.
 REPORT_WAIT_S = 300.0
 
 
@@ -35,7 +35,7 @@ def check_compile_time(case: Any, runs: Any) -> Verdict:
     foreach_raised = None
     budget = case.sections.get("compile_budget_s")
     budget_s = budget.root if budget is not None else None
-    wait_s = budget_s if budget_s is not None else REPORT_WAIT_S
+    wait_s = max(budget_s or 0.0, REPORT_WAIT_S)  # a tiny budget is judged on the time taken, not by a stray alarm
     said = " foreach" if foreach else ""
     try:
         with deadline(wait_s):
