@@ -107,9 +107,10 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     claimed: list[tuple[int, ...]] = [(4, 3)] + ([] if shapes.get("min_dims") == 2 else [(5,)])
     zero_lr_refusal = _zero_lr_problem(probe, form, base, claimed, dtype, needs_closure) if has_lr else None
     # the property draws over every case (zij's AdaGC: fixed_decay's decay ignores lr); the laws run the default case's
-    fuzz_zero_lr_refusal = zero_lr_refusal or next(
-        (f"{problem}{_with(kwargs, base)}" for kwargs in every_case[1:] if has_lr
-         and (problem := _zero_lr_problem(probe, form, kwargs, claimed, dtype, needs_closure)) is not None), None)
+    fuzz_zero_lr_refusal = zero_lr_refusal or (next(
+        (f"{problem}{_with(kwargs, base)}" for kwargs in every_case[1:]
+         if (problem := _zero_lr_problem(probe, form, kwargs, claimed, dtype, needs_closure)) is not None), None)
+        if has_lr else None)
     shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
     tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory, base_problem) if has_lr else None
     lines = [
@@ -496,10 +497,15 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
     return None
 
 
+def _probed_class(probe: Any) -> Any:
+    """The optimizer class behind a probe, which binds the kwargs the constructor requires in a partial."""
+    return probe.func if isinstance(probe, functools.partial) else probe
+
+
 def _context_managers(cls: type) -> list[str]:
     """The optimizer's own methods that are generator-based context managers (IVON's `sampled_params`,
     which gathers the grads its step reads): a training-loop protocol of the optimizer's."""
-    optimizer_cls = cls.func if isinstance(cls, functools.partial) else cls
+    optimizer_cls = _probed_class(cls)
     found = []
     for name, member in inspect.getmembers(optimizer_cls, callable):
         wrapped = getattr(member, "__wrapped__", None)
@@ -512,7 +518,7 @@ def _context_managers(cls: type) -> list[str]:
 def _loss_value_parameter(cls: type) -> str | None:
     """The name of the step's first parameter where it is required and takes the loss's value, not a
     closure (ELRA's `step(self, loss: float)`): named loss or annotated as a number; None otherwise."""
-    optimizer_cls = cls.func if isinstance(cls, functools.partial) else cls  # the probe binds required kwargs
+    optimizer_cls = _probed_class(cls)
     parameters = step_parameters(optimizer_cls) if requires_closure(optimizer_cls) else None
     if not parameters:
         return None
