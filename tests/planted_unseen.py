@@ -684,3 +684,16 @@ class SelfScalingSGD(PlainSGD):
         given = list(params)
         own = any(isinstance(g, dict) and "lr" in g for g in given)
         super().__init__(given, lr if own else lr * 10)
+
+
+class FreeThenAllocSGD(PlainSGD):
+    """Swaps each param's storage after dropping the old one: the allocator often hands the new storage the
+    freed address, so a swap judged by addresses alone goes unseen (stop 60's CI: 3 of 4 params named)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    updated = p.detach() - group["lr"] * p.grad
+                    p.set_(torch.empty(0))
+                    p.set_(torch.empty_like(updated).copy_(updated))

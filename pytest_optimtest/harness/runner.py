@@ -152,6 +152,18 @@ def run(case: Any, regime: Regime | None = None) -> Run:
         return finished
 
 
+def _held_storage(t: torch.Tensor) -> torch.UntypedStorage | None:
+    try:
+        return t.untyped_storage()
+    except RuntimeError:  # a wrapper subclass (torchao's quantized tensors) has no storage of its own
+        return None
+
+
+def _swapped(t: torch.Tensor, before: torch.UntypedStorage | None) -> bool:
+    """Whether `t` has another storage than `before`, which the run held so that its address stayed taken."""
+    return storage_pointer(t) != (before.data_ptr() if before is not None else None)
+
+
 @contextlib.contextmanager
 def running(case: Any, regime: Regime | None = None) -> Iterator[Run]:
     """The run, given while its compile state is still alive (dynamo's caches, inductor's
@@ -179,12 +191,13 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
     stepping.drawn |= constructor_draws
     if regime.resume:
         _load(regime.resume, model, optimizer)
-    storages = {name: storage_pointer(p) for p, name in names.items()}
+    storages = {name: _held_storage(p) for p, name in names.items()}  # held: a freed address could be handed back
     try:
         stepping.all_steps()
     except _Stopped:
         return result
-    result.swapped = tuple(name for p, name in names.items() if storage_pointer(p) != storages[name])
+    result.swapped = tuple(name for p, name in names.items() if _swapped(p, storages[name]))
+    del storages
     if not regime.every_step:
         result.snapshots.append(snapshot(optimizer, names))
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
