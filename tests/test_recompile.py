@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import time
 
 import pytest
 from helpers import cases_from, one_case
@@ -11,7 +13,7 @@ from ruamel.yaml import YAML
 
 from pytest_optimtest import update
 from pytest_optimtest.checks import CHECKS, compile_time
-from pytest_optimtest.harness.containment import CaseTimedOut
+from pytest_optimtest.harness.containment import CaseTimedOut, deadline
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
 from pytest_optimtest.harness.vacuity import Blocked, Vacuous
@@ -292,7 +294,7 @@ def test_a_compile_past_the_report_wait_is_reported_as_such_not_a_red_timeout(tm
     def deadline_passed(seconds):  # the alarm as it fires once the compile has run past the wait, without a real signal
         waits.append(seconds)
         yield
-        raise CaseTimedOut("timed out")
+        raise CaseTimedOut("timed out", seconds)
 
     monkeypatch.setattr(compile_time, "deadline", deadline_passed)
     verdict = run("compile_time", one_case(tmp_path, spec("planted:PlainSGD")))
@@ -300,6 +302,28 @@ def test_a_compile_past_the_report_wait_is_reported_as_such_not_a_red_timeout(tm
     assert waits == [300.0]
     with pytest.raises(AssertionError, match=r"still compiling after 300s, stopped: over the budget of 60s"):
         run("compile_time", one_case(tmp_path, spec("planted:PlainSGD", extra="compile_budget_s: 60")))
+
+
+def test_the_cases_own_timeout_firing_inside_compile_time_is_that_timeout_not_a_report(tmp_path, monkeypatch):
+    @contextlib.contextmanager
+    def outer_fired(seconds):  # the case's 120 s deadline, nearer than the check's wait, fires in the compile
+        yield
+        raise CaseTimedOut("timed out after 120s", 120.0)
+
+    monkeypatch.setattr(compile_time, "deadline", outer_fired)
+    with pytest.raises(CaseTimedOut, match="after 120s"):
+        run("compile_time", one_case(tmp_path, spec("planted:PlainSGD")))
+
+
+def test_a_nested_deadline_never_extends_the_outer_one():
+    start = time.monotonic()
+    with pytest.raises(CaseTimedOut) as fired, deadline(0.2), deadline(30):  # compile_time's wait inside a case's timeout
+        while time.monotonic() - start < 10:
+            time.sleep(0.01)
+    assert fired.value.seconds == 0.2 and time.monotonic() - start < 5
+    with deadline(30), deadline(0.01):
+        pass
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # nothing left armed
 
 
 def test_once_per_optimizer_checks_go_to_the_first_case_only(tmp_path):

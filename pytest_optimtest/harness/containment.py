@@ -28,6 +28,10 @@ class CaseTimedOut(BaseException):
     """The case ran past its timeout. A BaseException, so that no `except Exception` on the way
     (the optimizer's, dynamo's fallback, a retry) swallows it and waits again."""
 
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds  # the deadline that fired: a nested one tells its own from an outer one
+
 
 class Progress:
     """What the running case is doing, for the timeout's and the crash's messages."""
@@ -52,14 +56,19 @@ PROGRESS = Progress()  # one case runs at a time in a process
 
 @contextlib.contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
-    """Raise CaseTimedOut in the block after `seconds` (no-op without SIGALRM or off the main thread)."""
+    """Raise CaseTimedOut in the block after `seconds` (no-op without SIGALRM or off the main thread). Where an
+    outer alarm (the case's own deadline, the user's) fires first, it stays: a nested deadline never extends it."""
     if not seconds or not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    outer_delay, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_delay and outer_delay <= seconds:
         yield
         return
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
         raise CaseTimedOut(f"timed out after {seconds:g}s in {PROGRESS.describe() or 'the case'}; the traceback below "
-                           "is where it hung (timeout_s in the spec, or --optim-timeout)")
+                           "is where it hung (timeout_s in the spec, or --optim-timeout)", seconds)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     user_delay, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
