@@ -164,7 +164,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
           ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
         *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
-               "allow_empty" not in shapes, tensor_lr=tensor_lr_refusal is None,
+               "allow_empty" not in shapes, "allow_views" not in shapes, tensor_lr=tensor_lr_refusal is None,
                gradient_free=gradient_free, zero_lr_refusal=zero_lr_refusal),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
@@ -1017,7 +1017,7 @@ def _case_name(text: str, taken: set[str]) -> str:
     return unique
 
 
-def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bool = True,
+def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bool = True, views: bool = True,
           tensor_lr: bool = True, gradient_free: bool = False, zero_lr_refusal: str | None = None) -> list[str]:
     """The conformance laws the constructor makes checkable (`lr` None: the cases give none) over params
     shaped as `factory`'s model's; the two init cannot judge, commented out; untouched not for a step
@@ -1029,6 +1029,8 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
         lines.append("  max_ndim: 1  # its step refuses matrices")
     if not empty:
         lines.append("  empty: false  # its step refuses a param with a 0 side")
+    if not views:
+        lines.append("  views: false  # its step refuses a non-contiguous param on purpose: descent steps contiguous ones")
     variants = []
     if "foreach" in stored:
         variants.append("    foreach: [{foreach: false}, {foreach: true}]")

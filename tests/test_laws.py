@@ -143,3 +143,18 @@ def test_laws_not_declared_make_no_items(tmp_path):
 
     case = cases_from(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nlaws: {descent: true}\n")[0]
     assert "law_descent" in case.checks and "law_equivalent" not in case.checks and "law_complex" not in case.checks
+
+
+def test_descent_steps_contiguous_params_only_where_the_laws_say_views_false(tmp_path):
+    """luminamoon's LuminaV refuses a non-contiguous param on purpose (raw pointers): fuzz had `allow_views: false`
+    for it, but descent's transposed param was red still, "the optimizer's code raised ValueError"."""
+    from helpers import one_case
+
+    from pytest_optimtest.checks import CHECKS
+    from pytest_optimtest.harness.run_cache import RunCache
+
+    spec = "optimizer: planted:ContiguousOnlySGD\nkwargs: {lr: 0.1}\nlaws: {descent: true%s}\n"
+    with pytest.raises(ValueError, match="requires contiguous parameters"):
+        CHECKS["law_descent"].run(one_case(tmp_path, spec % ""), RunCache())
+    verdict = CHECKS["law_descent"].run(one_case(tmp_path, spec % ", views: false"), RunCache())
+    assert "(contiguous params only: views: false)" in verdict and "descent" in verdict, verdict

@@ -266,8 +266,9 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     # the zero_lr property draws over every case: a flag whose decay ignores lr leaves it out (zij's AdaGC)
     ("planted:ContiguousOnlySGD", ["determinism: {examples: {ci: 10, dev: 20}, allow_views: false}",
                                    "# fuzz draws no non-contiguous param (allow_views: false): its step refused a transposed "
-                                   "one: ValueError: ContiguousOnlySGD requires contiguous parameters"], []),
-    ("planted:FlatViewSGD", ["determinism: {examples: {ci: 10, dev: 20}}"], ["allow_views"]),  # a .view accident: a bug, no claim
+                                   "one: ValueError: ContiguousOnlySGD requires contiguous parameters",
+                                   "  views: false  # its step refuses a non-contiguous param on purpose"], []),
+    ("planted:FlatViewSGD", ["determinism: {examples: {ci: 10, dev: 20}}"], ["allow_views", "views: false"]),  # a .view accident: a bug, no claim
     ("planted_run_model:FixedDecaySGD", ["  - name: fixed_decay", "# zero_lr: left out: at lr 0 a step moved params "
                                          "(its step size does not scale with lr, or a decay ignores it) with fixed_decay=True"],
      ["  zero_lr: {"]),

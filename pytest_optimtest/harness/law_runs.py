@@ -102,6 +102,11 @@ def max_ndim(case: Any) -> int | None:
     return getattr(case.sections.get(SECTION_KEY), "max_ndim", None)
 
 
+def views(case: Any) -> bool:
+    """The laws section's `views`: whether the laws step a non-contiguous param (false: refused on purpose)."""
+    return getattr(case.sections.get(SECTION_KEY), "views", True)
+
+
 def law_grads(case: Any, steps: int, params: dict[str, torch.nn.Parameter],
               scheduled: bool = True) -> list[dict[str, torch.Tensor | None]]:
     """grads[step][name], drawn once so every run of a law sees the same ones: None per the
@@ -236,7 +241,7 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
 
 def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
     """On a small least-squares problem with a contiguous and a transposed (non-contiguous) param (with
-    the laws' `max_ndim: 1`, a contiguous and a strided vector),
+    the laws' `max_ndim: 1`, a contiguous and a strided vector; with `views: false`, both contiguous),
     the loss before each step and after the last, measured in float64 (a bf16 loss cannot show the
     small steps a bf16 optimizer takes); and whether the steps were given the closure (law_closure)."""
     with isolated_case(case):
@@ -247,6 +252,8 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
         target = torch.randn(*((4,) if vectors else (4, 5))).to(**at)
         contiguous = torch.nn.Parameter(torch.zeros(4, *b.shape[1:], **at))
         transposed = torch.nn.Parameter(torch.zeros(4, 2, **at)[:, 0] if vectors else torch.zeros(5, 4, **at).t())  # non-contiguous
+        if not views(case):
+            transposed = torch.nn.Parameter(transposed.detach().contiguous())
         optimizer = make_optimizer(case, [("contiguous", contiguous), ("transposed", transposed)])
 
         def loss_fn(*tensors: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Law `descent`: on a small convex problem (least squares), N steps with a closure lower the
 loss from where it started, and raise it under `maximize`, with a contiguous and a
-non-contiguous (transposed) param."""
+non-contiguous (transposed) param (a second contiguous one where the laws say `views: false`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...harness.ladder import MOVES
-from ...harness.law_runs import descent_losses
+from ...harness.law_runs import descent_losses, views
 from ...spec.values import resolve
 from ..base import Check, Verdict
 from .section import SECTION_KEY, Laws, laws_of, require_own_params
@@ -19,7 +19,7 @@ def check_descent(case: Any, runs: Any) -> Verdict:
     require_own_params(case, "descent")
     steps = max(laws_of(case).descent_steps or 0, case.steps)
     said: list[str] = []
-    evidence: dict[str, Any] = {"steps": steps}
+    evidence: dict[str, Any] = {"steps": steps, "views": views(case)}
     directions = [False] + ([True] if _names_maximize(resolve(case.optimizer)) else [])
     for maximize in directions:
         losses, closure = descent_losses(replace(case, kwargs={**case.kwargs, "maximize": True}) if maximize else case, steps)
@@ -33,7 +33,8 @@ def check_descent(case: Any, runs: Any) -> Verdict:
                 f"{start:.6g} to {end:.6g} (losses: {trend})")
         said.append(f"{'ascent under maximize' if maximize else 'descent'} {start:.4g} -> {end:.4g}")
         evidence["maximize" if maximize else "minimize"] = {"loss_start": start, "loss_end": end}
-    return Verdict(f"{stepped}: " + "; ".join(said), evidence)
+    params = "" if views(case) else " (contiguous params only: views: false)"
+    return Verdict(f"{stepped}{params}: " + "; ".join(said), evidence)
 
 
 def _names_maximize(optimizer_cls: type) -> bool:

@@ -46,6 +46,8 @@ class Laws(StrictModel):
     max_ndim: int | None = Field(None, ge=1, le=6, description="give the laws' params at most this many dimensions, "
                                  "leading ones merged (1: a step that takes vectors alone, ncg's LCG)")
     empty: bool = Field(True, description="include an empty param (false: an optimizer that cannot step one)")
+    views: bool = Field(True, description="step a non-contiguous param beside a contiguous one where a law does "
+                        "(descent); false: an optimizer that refuses views on purpose (raw pointers)")
     tolerance: Tolerance | None = Field(None, description="for the laws' comparisons; default: the case's")
     off: dict[str, str] = Field({}, description="laws that are on by default, turned off for this optimizer: "
                                 "law -> why, e.g. {late_joiners: 'one step counter for all params, by design'}")
