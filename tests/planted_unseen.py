@@ -697,3 +697,21 @@ class FreeThenAllocSGD(PlainSGD):
                     updated = p.detach() - group["lr"] * p.grad
                     p.set_(torch.empty(0))
                     p.set_(torch.empty_like(updated).copy_(updated))
+
+
+class GradAttributeSGD(PlainSGD):
+    """Keeps the previous grad as the `.grad` of a state tensor (adancfgd's `state['param_prev'].grad`) and
+    steps with the mean of it and the new one: no checkpoint saves a tensor's attributes."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["prev"] = torch.zeros_like(p)
+                    state["prev"].grad = p.grad.clone()
+                p.add_(state["prev"].grad + p.grad, alpha=-group["lr"] / 2)
+                state["prev"].copy_(p)
+                state["prev"].grad = p.grad.clone()

@@ -8,12 +8,14 @@ import os
 import pytest
 import torch
 from helpers import cases_from, one_case, run_planted_spec
+from planted_unseen import GradAttributeSGD
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.compare import tensor_difference
 from pytest_optimtest.harness.compiled_run import CompiledStepOnlyError
 from pytest_optimtest.harness.ranks import RankFailure
 from pytest_optimtest.harness.run_cache import RunCache
+from pytest_optimtest.harness.snapshot import snapshot
 from pytest_optimtest.spec import SpecError
 from pytest_optimtest.spec.schema import DEFAULT_TOLERANCES, Tolerance
 
@@ -208,6 +210,30 @@ def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_pat
     assert "state['0.weight']['momentum_buffer']: missing in loaded at one process" in message
     assert "the optimizer's doing: it holds state before its first step (0.weight: seed" in message
     assert "Create every state key on the first step" not in message
+
+
+def test_state_kept_as_a_state_tensors_grad_is_named_where_a_dcp_resume_differs(tmp_path):
+    """adancfgd's AdaFGD keeps the last grad as `state['param_prev'].grad`: DCP saves values, not attributes, so
+    the resumed run steps with the grad its load-time init step left (zeros), a red that said no why."""
+    case = one_case(tmp_path, _fsdp("planted_unseen:GradAttributeSGD", "{compiled: false}"))
+    message = failure("checkpoint", case)
+    assert "resumed at one process (whole params), 3 steps on: param['0.weight']" in message, message
+    assert "diagnosis: the optimizer keeps state as attributes of its state tensors (state['prev'].grad of 0.weight, " \
+           "state['prev'].grad of 0.bias, state['prev'].grad of 1.weight, ...), and torch.distributed.checkpoint saves " \
+           "a tensor's values, not its attributes" in message, message
+
+
+def test_tensor_attributes_names_a_state_tensors_grad_and_python_attributes_only():
+    p, q = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
+    optimizer = GradAttributeSGD([p, q], lr=0.1)
+    p.grad, q.grad = torch.ones(2), torch.ones(3)
+    optimizer.step()
+    optimizer.state[q]["prev"].grad = None
+    optimizer.state[q]["prev"].note = "kept here"
+    assert snapshot(optimizer, {p: "p", q: "q"}).tensor_attributes == ("state['prev'].grad of p", "state['prev'].note of q")
+    plain = torch.optim.Adam([p], lr=0.1)
+    plain.step()
+    assert snapshot(plain, {p: "p"}).tensor_attributes == ()
 
 
 # The crash is seen when rank 1 exits, so its timeout only bounds a slow start: 15 s was not enough under a

@@ -16,7 +16,7 @@ from ..harness.compare import listed, median_ratio, snapshot_differences, value_
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.ranks import RankFailure
-from ..harness.snapshot import params_in_groups_diagnosis
+from ..harness.snapshot import params_in_groups_diagnosis, tensor_attributes_diagnosis
 from ..harness.vacuity import Blocked, Vacuous, require_beyond_amplified_rounding, require_moved
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.values import resolve
@@ -205,6 +205,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         dropped = any("missing in loaded" in p for p in problems)
         why = (SAVE_STEPS if problems[0].startswith("saving changed") else
                _constructor_state(held) if dropped and held else DROPPED_KEYS if dropped else "")
+        why += tensor_attributes_diagnosis(run.reference.tensor_attributes, "torch.distributed.checkpoint")
         why += params_in_groups_diagnosis(run.reference.groups, "torch.distributed.checkpoint saves param groups as "
                                           "pickled objects, with the saving ranks' sharded params (DTensors) in them, "
                                           "which a load elsewhere finds bound to process groups that are gone")

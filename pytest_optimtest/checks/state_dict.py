@@ -10,7 +10,7 @@ from ..harness.compare import listed, snapshot_differences
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime
-from ..harness.snapshot import params_in_groups_diagnosis
+from ..harness.snapshot import params_in_groups_diagnosis, tensor_attributes_diagnosis
 from ..harness.vacuity import Blocked, require_compiled, require_moved
 from .base import Check, Verdict
 
@@ -37,6 +37,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                              "eager reference:" + listed(problems) + params_in_groups_diagnosis(
                                  reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
                                  "load they refer to copies of the saved optimizer's params, not to the loading one's")
+                             + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
                              + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
                              + (STATE_CAST_ON_LOAD if _cast_to_param_dtype(case, problems) else ""))
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict

@@ -42,6 +42,7 @@ class Trained:
     params: dict[str, torch.Tensor] = field(default_factory=dict)
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     groups: list[dict[str, Any]] = field(default_factory=list)  # param groups, less their params
+    tensor_attributes: tuple[str, ...] = ()  # state kept as attributes of state tensors (snapshot.tensor_attributes)
     scheduler: dict[str, Any] | None = None  # the LR scheduler's state_dict
     first_grads: dict[str, torch.Tensor] = field(default_factory=dict)  # the grads the first step was given, whole
     recompiles: list[str] = field(default_factory=list)  # compiled: dynamo's message for each recompile
@@ -249,7 +250,7 @@ def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler
     they are), every tensor gathered whole: picklable, and comparable with the one-process run."""
     taken = snapshot(optimizer, {p: name for name, p in model.named_parameters()})
     return Trained(params=_portable(taken.params), state=_portable(taken.state), groups=_portable(taken.groups),
-                   scheduler=scheduler.state_dict() if scheduler is not None else None)
+                   tensor_attributes=taken.tensor_attributes, scheduler=scheduler.state_dict() if scheduler is not None else None)
 
 
 def _portable(value: Any) -> Any:

@@ -70,6 +70,29 @@ def params_in_groups_diagnosis(groups: list[dict[str, Any]], regime: str) -> str
             "optimizer's doing (keep what refers to params out of param_groups, or bind it anew on load)")
 
 
+def tensor_attributes(optimizer: Any, by_id: dict[int, str]) -> tuple[str, ...]:
+    """State the optimizer keeps as attributes of its state tensors: a `.grad` set on one (adancfgd's
+    `state['param_prev'].grad`), a Python attribute. A checkpoint saves a tensor's values, not these."""
+    found = []
+    for key, entry in getattr(optimizer, "state", {}).items():
+        for name, value in entry.items() if isinstance(entry, dict) else ():
+            if not isinstance(value, torch.Tensor) or id(value) in by_id:
+                continue
+            held = ([".grad"] if value.is_leaf and value.grad is not None else []) + [f".{a}" for a in vars(value)]
+            found += [f"state[{name!r}]{attribute} of {by_id.get(id(key), '?')}" for attribute in held]
+    return tuple(found)
+
+
+def tensor_attributes_diagnosis(found: tuple[str, ...], saved_by: str) -> str:
+    """Why state kept in tensor attributes does not survive `saved_by`; '' where there is none."""
+    if not found:
+        return ""
+    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    return (f"\n  diagnosis: the optimizer keeps state as attributes of its state tensors ({shown}), and {saved_by} saves "
+            "a tensor's values, not its attributes: a load leaves them as the loading optimizer had them. The "
+            "optimizer's doing (keep that state as an entry of its own in self.state)")
+
+
 def is_numpy(value: Any) -> bool:
     """A NumPy array or scalar (by its module: NumPy is the optimizer's dependency, not ours)."""
     return type(value).__module__ == "numpy" and hasattr(value, "shape")
@@ -121,6 +144,7 @@ class OptimizerSnapshot:
     state: dict[str, dict[str, Any]]
     groups: list[dict[str, Any]]
     attrs: dict[str, Any]
+    tensor_attributes: tuple[str, ...] = ()  # state kept as attributes of state tensors, which no checkpoint saves
 
 
 def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -> OptimizerSnapshot:
@@ -135,7 +159,7 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
         for k, v in vars(optimizer).items()
         if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
     }
-    return OptimizerSnapshot(params, state, groups, attrs)
+    return OptimizerSnapshot(params, state, groups, attrs, tensor_attributes(optimizer, by_id))
 
 
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
