@@ -715,3 +715,27 @@ class GradAttributeSGD(PlainSGD):
                 p.add_(state["prev"].grad + p.grad, alpha=-group["lr"] / 2)
                 state["prev"].copy_(p)
                 state["prev"].grad = p.grad.clone()
+
+
+class AliasingLookahead(torch.optim.Optimizer):
+    """torchlab's Ranger (a Lookahead over RAdam): its state and param_groups are its inner optimizer's, and it
+    keeps torch's load_state_dict, which rebinds both, so a loaded copy steps its inner optimizer from fresh state.
+    (Its slow weights are in that state and it syncs every step: nothing else differs after a load.)"""
+
+    def __init__(self, params, lr=0.1, alpha=0.5):
+        self.base_optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9)
+        super().__init__(self.base_optimizer.param_groups, {"alpha": alpha})
+        self.param_groups = self.base_optimizer.param_groups
+        self.state = self.base_optimizer.state
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self.base_optimizer.step(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                slow = self.state[p].setdefault("slow", p.detach().clone())
+                slow.add_(p - slow, alpha=0.5)
+                p.copy_(slow)
+        return loss

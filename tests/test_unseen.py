@@ -14,6 +14,8 @@ import pytest
 import torch
 from helpers import one_case
 
+from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.runner import Regime, running
 from pytest_optimtest.harness.torch_api import torch_version
 
@@ -717,3 +719,17 @@ def test_init_bounds_fuzz_by_the_dimensions_and_dtypes_the_step_takes(tmp_path):
            "dtype is undefined for torch.float64" in text, text
     _, plain = starter_spec("planted:PlainSGD")
     assert "max_dims" not in plain
+
+
+def test_a_wrapper_sharing_its_inner_optimizers_state_is_told_why_its_state_dict_round_trip_differs(tmp_path):
+    """torchlab's Ranger shares RAdam's state and groups (`self.state = base.state`) and keeps torch's
+    load_state_dict, which rebinds both: a loaded Ranger steps RAdam from fresh state. The red said no why."""
+    case = one_case(tmp_path, "optimizer: planted_unseen:AliasingLookahead\nkwargs: {lr: 0.1}\n")
+    with pytest.raises(AssertionError) as red:
+        CHECKS["state_dict"].run(case, RunCache())
+    assert "state['0.weight']['momentum_buffer']" in str(red.value)
+    assert "diagnosis: the optimizer's doing: AliasingLookahead's state and param_groups are its base_optimizer's " \
+           "(self.state = base_optimizer.state; self.param_groups = base_optimizer.param_groups), and torch's " \
+           "Optimizer.load_state_dict, which it does not override, rebinds" in str(red.value), str(red.value)
+    plain = one_case(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1, momentum: 0.9}\n")
+    assert "round trip both ways equal" in CHECKS["state_dict"].run(plain, RunCache())

@@ -38,6 +38,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                                  reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
                                  "load they refer to copies of the saved optimizer's params, not to the loading one's")
                              + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
+                             + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
                              + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
                              + (STATE_CAST_ON_LOAD if _cast_to_param_dtype(case, problems) else ""))
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
@@ -57,6 +58,13 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
 ATTRIBUTES_NOT_SAVED = ("\n  diagnosis: an attribute of the optimizer's own is not in its state_dict, so a load leaves it as "
                         "the loading optimizer had it (a fresh one: its initial value): the optimizer's doing (keep it in "
                         "state or param_groups, or save it in state_dict)")
+
+
+# DCP and ZeRO load in place into the tensors state_dict() handed out, which are the inner optimizer's: there it holds
+LOAD_REBINDS = ("\n  diagnosis: the optimizer's doing: {shared}, and torch's Optimizer.load_state_dict, which it does not "
+                "override, rebinds self.state and self.param_groups to the loaded ones (Optimizer.__setstate__): after a "
+                "load the inner optimizer steps with its own state and groups, not the loaded ones (override "
+                "load_state_dict to load the inner optimizer, or expose its state and groups as properties)")
 
 
 STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts every floating state tensor but 'step' to its "

@@ -34,6 +34,7 @@ from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_pointer
+from .state_dict_layout import load_rebinds
 from .vacuity import NotApplicable
 
 MissingGrads = tuple[int, ...] | Literal["all"]  # indices into the model's params (-1: the last), or every one
@@ -112,6 +113,7 @@ class Run:
     step_seconds: list[float] = field(default_factory=list)
     draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"
     swapped: tuple[str, ...] = ()  # params whose storage the steps replaced (p.set_, p.data = ...)
+    load_rebinds: str = ""  # state or groups shared with an inner optimizer that torch's load_state_dict unshares
     cudagraphs_recorded: int | None = None  # CUDA graphs inductor's cudagraph trees recorded (compiled cuda runs)
     param_refs: list[weakref.ref] = field(default_factory=list)  # the run keeps no param alive: these tell which survive
     failure: RunFailure | None = None  # (failures="record") what ended the run early
@@ -186,7 +188,7 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
             raise
         return Run(case, regime, {}, failure=RunFailure("constructs", 0, exc))
     names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
-    result = Run(case, regime, {name: p.detach().clone() for p, name in names.items()})
+    result = Run(case, regime, {name: p.detach().clone() for p, name in names.items()}, load_rebinds=load_rebinds(optimizer))
     stepping = _Stepping(case, regime, model, optimizer, result, log, data)
     stepping.drawn |= constructor_draws
     if regime.resume:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 
 @dataclass(frozen=True)
 class StateDictLayout:
@@ -42,3 +44,19 @@ def foreign_layout(optimizer: Any) -> str:
     if layout is None or layout.torch_optims:  # its state_dict raised (its own error says so), or is torch.optim's
         return ""
     return f"{type(optimizer).__name__}.state_dict() holds {layout.keys}: {FOREIGN_LAYOUT}"
+
+
+def load_rebinds(optimizer: Any) -> str:
+    """Where the optimizer's `state` or `param_groups` are an inner optimizer's (a Lookahead's `self.state =
+    base_optimizer.state`) and its load_state_dict is torch's, which rebinds both (Optimizer.__setstate__), so
+    that after a load the inner optimizer steps with state and groups that were not loaded: what is shared; else ''."""
+    if getattr(type(optimizer), "load_state_dict", None) is not torch.optim.Optimizer.load_state_dict:
+        return ""
+    for name, inner in vars(optimizer).items():
+        if isinstance(inner, torch.optim.Optimizer) and inner is not optimizer:
+            shared = [a for a in ("state", "param_groups") if getattr(inner, a, None) is getattr(optimizer, a, None)]
+            if shared:
+                return f"{type(optimizer).__name__}'s {' and '.join(shared)} are its {name}'s " \
+                       f"({'; '.join(f'self.{a} = {name}.{a}' for a in shared)})"
+    return ""
+
