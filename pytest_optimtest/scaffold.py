@@ -29,6 +29,7 @@ from .harness.compare import max_movement
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
+from .setups import train_mode
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
 from .spec.values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, optimizer_class_problem, resolve, takes_a_model,
                           takes_keyword, wrapped_optimizer_argument)
@@ -78,6 +79,9 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
     guessed = {"lr": lr} if has_lr else {}  # the kwargs the probes below start from, until lr is probed
+    train_problem = _train_mode_problem(probe, guessed)
+    if train_problem is not None:  # schedule-free's: every probe below, as every run of the spec, steps in train mode
+        probe = _in_train_mode(probe)
     form, factory, form_lines = _params_form(probe, guessed, wraps[0] if wraps else None)
     if factory is None:  # nothing to probe: no params form or model of the plugin's constructs it
         return f"{name}.yaml", _unconstructible_spec(optimizer, cls, guessed, form, form_lines)
@@ -123,6 +127,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
             else f"{cls.__name__} takes no lr: fill in the kwargs a case needs"),
         *[f"# {note}" for note in fill_notes],
         *form_lines,
+        *([f"setup: pytest_optimtest.setups:train_mode  # its step raises outside train mode ({train_problem}): "
+           "every optimizer the runs build is put in it"] if train_problem is not None else []),
         "cases:",
         "  - name: default",
     ]
@@ -495,6 +501,30 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
                 f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
                 "steps take a closure function, as the plugin's runs give: not supported")
     return None
+
+
+def _train_mode_problem(probe: Any, kwargs: dict) -> str | None:
+    """What one step raised that the same step after `optimizer.train()` does not (schedule-free optimizers step
+    only in train mode), or None."""
+    if not callable(getattr(_probed_class(probe), "train", None)):
+        return None
+    problem = _stepped(probe, "list", kwargs, two_linear, steps=1)[1]
+    if problem is None or _stepped(_in_train_mode(probe), "list", kwargs, two_linear, steps=1)[1] is not None:
+        return None
+    return problem
+
+
+def _in_train_mode(probe: Any) -> Any:
+    """`probe`, its optimizers put in train mode once constructed, as `setup: ...setups:train_mode` puts each run's."""
+    cls = _probed_class(probe)
+
+    @functools.wraps(cls.__init__)  # its signature is the class's: the probes read what the constructor takes from it
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        cls.__init__(self, *args, **kwargs)
+        train_mode(self)
+
+    trained = type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return functools.partial(trained, *probe.args, **probe.keywords) if isinstance(probe, functools.partial) else trained
 
 
 def _probed_class(probe: Any) -> Any:

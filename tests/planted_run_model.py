@@ -924,3 +924,23 @@ class FixedDecaySGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.mul_(1.0 - decay).add_(p.grad, alpha=-group["lr"])
+
+
+class TrainModeSGD(PlainSGD):
+    """Schedule-free's protocol (zij's AdamWScheduleFree, schedulefree's): it steps only in train mode, which
+    `train()` enters and `eval()` leaves; init skipped it as "a protocol of its own"."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr=lr)
+        self.training = False
+
+    def train(self) -> None:
+        self.training = True
+
+    def eval(self) -> None:
+        self.training = False
+
+    def _update(self) -> None:
+        if not self.training:
+            raise RuntimeError("Optimizer was not in train mode when step is called. Please insert .train() and .eval() calls")
+        super()._update()

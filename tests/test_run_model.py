@@ -26,6 +26,8 @@ SPECS = {
     "untracedfsdp": "optimizer: planted_run_model:UntracedStepSGD\nname: untracedfsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
     "raisedist": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisedist\nkwargs: {lr: 0.1}\nchecks: [parity, distributed, zero]\n",
     "raisefsdp": "optimizer: planted_unseen:CompiledOnlyRaise\nname: raisefsdp\nkwargs: {lr: 0.1}\nchecks: [parity, fsdp]\n",
+    "trainmode": "optimizer: planted_run_model:TrainModeSGD\nkwargs: {lr: 0.01}\nsetup: pytest_optimtest.setups:train_mode\n"
+                 "checks: [parity, in_backward, in_backward_tied, in_backward_two_optimizers, in_backward_no_hook, zero]\n",
     "closureloss": "optimizer: planted_run_model:ClosureLossSGD\nkwargs: {lr: 0.1}\nclosure: [false, true]\n"
                    "checks: [parity, closure_graph_break]\n",
     "rankkill": "optimizer: planted_run_model:RankKillingSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\nfsdp: {compiled: false}\n",
@@ -216,6 +218,13 @@ def test_a_sharded_compiled_step_that_raises_as_the_compiled_step_does_is_blocke
                      r"the same shards matches one process", out), out
 
 
+def test_the_specs_setup_runs_on_the_optimizers_torch_builds_too(session):
+    # schedule-free's train mode: _apply_optimizer_in_backward and ZeroRedundancyOptimizer build the optimizer
+    # themselves, which then raised "not in train mode", the optimizer's error by the red
+    out, _, _ = session
+    assert set(_outcomes(out, "trainmodesgd-default-cpu").values()) == {"PASSED"}, out
+
+
 def test_ranks_that_die_in_the_sharded_run_are_fsdps_one_red_and_block_checkpoint(session):
     out, _, _ = session
     assert _outcomes(out, "rankkillingsgd-default-cpu") == {"fsdp": "FAILED", "checkpoint": "SKIPPED"}, out
@@ -274,6 +283,9 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["  zero_lr: {"]),
     ("planted_run_model:SampledProtocolSGD", ["skip:  # its step raised TypeError", "it defines sampled_params, a context manager",
                                               "its `sampled_params` context around forward and backward"], ["fill in `params`"]),
+    # schedule-free's protocol: train() before stepping, which the spec's setup gives every run (it was skipped)
+    ("planted_run_model:TrainModeSGD", ["setup: pytest_optimtest.setups:train_mode  # its step raises outside train mode "
+                                        "(RuntimeError: Optimizer was not in train mode", "  zero_lr: {"], ["skip:"]),
     ("planted_run_model:SampledContextSGD", ["kwargs: {lr: 0.001, ess: 0.9}", "(it constructs so; no guess of",
                                              "# one step over the default model raises (TypeError"], ["argument: ess", "fill them in"]),
     ("planted_run_model:LrDividingSGD", ["# zero_lr: left out: at lr 0 a step raised ZeroDivisionError"], ["  zero_lr: {"]),

@@ -85,11 +85,17 @@ def _rng_devices(device: str) -> list[int]:
 
 def with_setup(case: Any, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     """The optimizer after the spec's `setup` ran on it (e.g. schedule-free's train mode)."""
+    setup = setup_of(case)
+    if setup is not None:
+        setup(optimizer)
+    return optimizer
+
+
+def setup_of(case: Any) -> Callable[[Any], Any] | None:
+    """The spec's `setup` callable, run on every optimizer a run builds, torch's builders' too; None without one."""
     from ..spec.values import resolve
 
-    if getattr(case, "setup", None):
-        resolve(case.setup)(optimizer)
-    return optimizer
+    return resolve(case.setup) if getattr(case, "setup", None) else None
 
 
 def copy_with_grads(model: torch.nn.Module) -> torch.nn.Module:

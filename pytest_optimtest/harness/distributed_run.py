@@ -22,7 +22,7 @@ from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import binding_base_optimizers, constructor_params
-from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, zero_grads
+from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, setup_of, zero_grads
 from .ranks import RankFailure, RankJob, RankPools, run_ranks
 from .snapshot import rebuilt
 from .state_dict_layout import foreign_layout
@@ -218,7 +218,8 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
         kwargs = build_kwargs(case.kwargs, case.device)
         try:
             opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
-                params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params), **kwargs)
+                params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params, setup_of(case)),
+                **kwargs)
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
             regrouped = _regrouped_by(case)
             raise ZeroRefused("building it", f"{one_line(exc)}, raised in ZeroRedundancyOptimizer\n  diagnosis: {regrouped}"

@@ -20,7 +20,8 @@ from .compare import value_differences
 from .devices import seed_all
 from .isolation import optimizer_globals_kept, isolated
 from ..models import IN_FEATURES
-from .builder import build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure
+from .builder import (build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure, setup_of,
+                      with_setup)
 from .param_forms import binding_base_optimizers, construct_over, form_name
 
 SECTION_KEY = "in_backward"
@@ -168,12 +169,12 @@ def run_in_backward(case: Case, tied: bool = False, copies: int = 1) -> InBackwa
             ref_opts: dict[int, list] = {id(p): [] for params, _ in ref_groups for p in params}
             for params, kwargs in ref_groups:
                 for p in params:
-                    ref_opts[id(p)].append(construct_over(optimizer_cls, case.params, [p], kwargs))
+                    ref_opts[id(p)].append(with_setup(case, construct_over(optimizer_cls, case.params, [p], kwargs)))
             order = hook_order(reference)
         else:
-            optimizers = [construct_over(optimizer_cls, case.params, params, kwargs) for params, kwargs in ref_groups]
+            optimizers = [with_setup(case, construct_over(optimizer_cls, case.params, params, kwargs)) for params, kwargs in ref_groups]
         for params, kwargs in [g for _ in range(copies) for g in groups_of(in_backward, case)]:
-            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), params, kwargs)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params, setup_of(case)), params, kwargs)
 
         features = getattr(model_factory(case), "in_features", IN_FEATURES)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, features=features, dtype=param_dtype(case))
@@ -243,7 +244,7 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
     with isolated(), optimizer_globals_kept(case):
         model = make_model(case, tied=False)
         for params, kwargs in [g for _ in range(2) for g in groups_of(model, case)]:
-            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), params, kwargs)
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params, setup_of(case)), params, kwargs)
         calls: dict[int, int] = {}
         without_grad = [False]
 
@@ -286,7 +287,7 @@ def run_without_hook(case: Case) -> NoHookRun:
         initial, hooked, unhooked, stepped = deepcopy(model), deepcopy(model), deepcopy(model), deepcopy(model)
         for m, hooks in ((hooked, True), (unhooked, False)):
             kwargs = build_kwargs(case.kwargs, case.device)
-            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params), list(m.parameters()), kwargs,
+            torch_api.apply_optimizer_in_backward(binding_base_optimizers(optimizer_cls, kwargs, case.params, setup_of(case)), list(m.parameters()), kwargs,
                                                   register_hook=hooks)
         inputs, loss_fn = make_data(case.data, case.device, batch=4, dtype=param_dtype(case))
         for m in (hooked, unhooked):

@@ -5,7 +5,7 @@ built over them) applied to a model or to loose params."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -92,13 +92,23 @@ def instantiate(optimizer_cls: Any, args: tuple, params: dict[str, Any], kwargs:
     return optimizer_cls(*args, **params, **kwargs)
 
 
-def binding_base_optimizers(optimizer_cls: Any, kwargs: dict[str, Any], form: Any = "list") -> Any:
+def binding_base_optimizers(optimizer_cls: Any, kwargs: dict[str, Any], form: Any = "list",
+                            setup: Callable[[Any], Any] | None = None) -> Any:
     """What to hand a constructor of torch's that builds the optimizer itself as `cls(params, **kwargs)`
     (`_apply_optimizer_in_backward`, ZeroRedundancyOptimizer): the class, or where `kwargs` hold a base
-    optimizer, a function that builds it over the params given."""
-    if not any(isinstance(v, BaseOptimizer) for v in kwargs.values()):
-        return optimizer_cls
-    return functools.partial(lambda cls, params, **given: construct_over(cls, form, list(params), given), optimizer_cls)
+    optimizer, a function that builds it over the params given; either running the spec's `setup` on what
+    it built (schedule-free's train mode), where the spec has one."""
+    bound = (functools.partial(lambda cls, params, **given: construct_over(cls, form, list(params), given), optimizer_cls)
+             if any(isinstance(v, BaseOptimizer) for v in kwargs.values()) else optimizer_cls)
+    if setup is None:
+        return bound
+
+    def set_up(params: Any, **given: Any) -> Any:
+        optimizer = bound(params, **given)
+        setup(optimizer)
+        return optimizer
+
+    return set_up
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
