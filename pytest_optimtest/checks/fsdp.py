@@ -255,4 +255,5 @@ CHECKPOINT = Check("checkpoint", check_checkpoint, "DCP state saved on N ranks r
                    proves=("DCP state saved on N ranks loads at each of `fsdp.load_world_sizes` equal to what was saved, and continues like the run "
                            "that never stopped. Evidence: world sizes, steps after resuming."),
                    red=("A state key created only on a later step is dropped on load, a tensor lr comes back a float, or the resumed run diverges "
-                        "from the uninterrupted one: usually the optimizer's state_dict; torch's where DCP itself reshards wrongly."))
+                        "from the uninterrupted one (state kept as a state tensor's `.grad`, which DCP does not save, is named): usually the "
+                        "optimizer's state_dict; torch's where DCP itself reshards wrongly."))

@@ -84,4 +84,6 @@ CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-
                       "compiled one, and both continue equal, with at most `recompile.load_state_dict` recompiles. Evidence: steps compared, "
                       "recompiles after load."),
               red=("A state that does not survive the round trip (a key dropped or renamed, a tensor lr turned float), or a compiled step that "
-                   "recompiles on every load: the optimizer's `state_dict`/`load_state_dict` or torch's guards."))
+                   "recompiles on every load: the optimizer's `state_dict`/`load_state_dict` or torch's guards. Named where recognised: an "
+                   "attribute of the optimizer's own, state kept as a state tensor's `.grad`, state and groups shared with an inner optimizer "
+                   "that torch's `load_state_dict` rebinds, state cast to the params' dtype."))
