@@ -739,3 +739,18 @@ class AliasingLookahead(torch.optim.Optimizer):
                 slow.add_(p - slow, alpha=0.5)
                 p.copy_(slow)
         return loss
+
+
+class GradHalvingSGD(PlainSGD):
+    """SGD with momentum that halves each p.grad in place (schedule-free's and adancfgd's steps write p.grad):
+    over grads kept fixed between steps, the next step read the halved grad, state no checkpoint holds."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                p.grad.mul_(0.5)
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.mul_(0.9).add_(p.grad)
+                p.add_(buf, alpha=-group["lr"])

@@ -248,8 +248,9 @@ class _Stepping:
                  log: list[str], data: Data) -> None:
         self.case, self.regime, self.model, self.optimizer, self.result, self.log = case, regime, model, optimizer, result, log
         self.names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
-        self.step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure,
-                             case.backward)
+        closure = _closure(case, regime, model, data, optimizer, result)
+        self.step = _stepper(regime, closure, optimizer, result.closure, case.backward)
+        self.fixed_grads = closure is None  # without a closure every step steps on the one backward's grads
         self.grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
         self.schedulers = [make_scheduler(case, optimizer)] if regime.scheduler and case.scheduler else []
         self.first = regime.resume.step if regime.resume else 0
@@ -287,6 +288,8 @@ class _Stepping:
             _load(regime.load_at[1], self.model, self.optimizer)
         if regime.missing_grads:
             _set_grads(self.model, self.grads, regime.missing_grads[i % len(regime.missing_grads)])
+        elif self.fixed_grads:  # as a backward would give them again: a step that wrote them (schedule-free's) carries
+            _restore_grads(self.model, self.grads)  # nothing into the next that no checkpoint holds (grads_untouched's red)
         PROGRESS.at_step(i + 1)
         seed_all(self.case.seed + 1 + self.first + i, self.case)
         rngs = _RngStates.now(type(self.optimizer))
@@ -399,6 +402,17 @@ def _set_grads(model: torch.nn.Module, grads: list[torch.Tensor | None], missing
     for i, p in enumerate(model.parameters()):
         grad = grads[i]
         p.grad = None if i in absent or grad is None else grad.clone()
+
+
+def _restore_grads(model: torch.nn.Module, grads: list[torch.Tensor | None]) -> None:
+    """The run's grads back into its params, in place where a param still holds its grad tensor (a compiled step
+    guards on it)."""
+    with torch.no_grad():
+        for p, grad in zip(model.parameters(), grads):
+            if grad is None or p.grad is None or (p.grad.shape, p.grad.dtype, p.grad.layout) != (grad.shape, grad.dtype, grad.layout):
+                p.grad = None if grad is None else grad.clone()
+            else:
+                p.grad.copy_(grad)
 
 
 def _checkpoint(step: int, model: torch.nn.Module, optimizer: Any) -> Checkpoint:
