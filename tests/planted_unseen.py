@@ -743,7 +743,7 @@ class AliasingLookahead(torch.optim.Optimizer):
 
 class GradHalvingSGD(PlainSGD):
     """SGD with momentum that halves each p.grad in place (schedule-free's and adancfgd's steps write p.grad):
-    over grads kept fixed between steps, the next step read the halved grad, state no checkpoint holds."""
+    over one backward's grads, each step reads what the last one wrote."""
 
     def _update(self) -> None:
         for group in self.param_groups:

@@ -50,6 +50,9 @@ class Checkpoint:
     step: int
     params: dict[str, torch.Tensor]
     state_dict: bytes
+    # the grads as the run had them: without a closure its steps step on one backward's grads, which a step may write
+    # (schedule-free's): a resumed run steps on those, as the run that never stopped does, and compares optimizer state
+    grads: dict[str, torch.Tensor | None]
 
     def optimizer_state(self) -> dict[str, Any]:
         return torch.load(io.BytesIO(self.state_dict), weights_only=False)
@@ -248,9 +251,8 @@ class _Stepping:
                  log: list[str], data: Data) -> None:
         self.case, self.regime, self.model, self.optimizer, self.result, self.log = case, regime, model, optimizer, result, log
         self.names: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
-        closure = _closure(case, regime, model, data, optimizer, result)
-        self.step = _stepper(regime, closure, optimizer, result.closure, case.backward)
-        self.fixed_grads = closure is None  # without a closure every step steps on the one backward's grads
+        self.step = _stepper(regime, _closure(case, regime, model, data, optimizer, result), optimizer, result.closure,
+                             case.backward)
         self.grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
         self.schedulers = [make_scheduler(case, optimizer)] if regime.scheduler and case.scheduler else []
         self.first = regime.resume.step if regime.resume else 0
@@ -288,8 +290,6 @@ class _Stepping:
             _load(regime.load_at[1], self.model, self.optimizer)
         if regime.missing_grads:
             _set_grads(self.model, self.grads, regime.missing_grads[i % len(regime.missing_grads)])
-        elif self.fixed_grads:  # as a backward would give them again: a step that wrote them (schedule-free's) carries
-            _restore_grads(self.model, self.grads)  # nothing into the next that no checkpoint holds (grads_untouched's red)
         PROGRESS.at_step(i + 1)
         seed_all(self.case.seed + 1 + self.first + i, self.case)
         rngs = _RngStates.now(type(self.optimizer))
@@ -404,11 +404,12 @@ def _set_grads(model: torch.nn.Module, grads: list[torch.Tensor | None], missing
         p.grad = None if i in absent or grad is None else grad.clone()
 
 
-def _restore_grads(model: torch.nn.Module, grads: list[torch.Tensor | None]) -> None:
-    """The run's grads back into its params, in place where a param still holds its grad tensor (a compiled step
-    guards on it)."""
+def _restore_grads(model: torch.nn.Module, grads: dict[str, torch.Tensor | None]) -> None:
+    """A checkpoint's grads into the model's params, in place where a param holds a grad tensor of that kind (a
+    compiled step guards on it)."""
     with torch.no_grad():
-        for p, grad in zip(model.parameters(), grads):
+        for name, p in model.named_parameters():
+            grad = grads.get(name)
             if grad is None or p.grad is None or (p.grad.shape, p.grad.dtype, p.grad.layout) != (grad.shape, grad.dtype, grad.layout):
                 p.grad = None if grad is None else grad.clone()
             else:
@@ -419,7 +420,8 @@ def _checkpoint(step: int, model: torch.nn.Module, optimizer: Any) -> Checkpoint
     _require_state_dict(optimizer)
     buffer = io.BytesIO()
     torch.save(optimizer.state_dict(), buffer)
-    return Checkpoint(step, {name: p.detach().clone() for name, p in model.named_parameters()}, buffer.getvalue())
+    return Checkpoint(step, {name: p.detach().clone() for name, p in model.named_parameters()}, buffer.getvalue(),
+                      {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()})
 
 
 def _require_state_dict(optimizer: Any) -> None:
@@ -436,4 +438,5 @@ def _load(checkpoint: Checkpoint, model: torch.nn.Module, optimizer: Any) -> Non
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(checkpoint.params[name])
+    _restore_grads(model, checkpoint.grads)
     optimizer.load_state_dict(checkpoint.optimizer_state())
