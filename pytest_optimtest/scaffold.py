@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import json
 import linecache
 import re
 import sys
@@ -424,7 +425,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
     if skip is not None:
         comment, reason = skip
-        lines += [f"skip:  # {comment}", f'  - {{reason: "{reason}"}}']
+        lines += [f"skip:  # {comment}", f"  - {{reason: {json.dumps(reason)}}}"]
         return form, factory, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
@@ -442,7 +443,7 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     return "\n".join([
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *(["params: model"] if form == "model" else []), *form_lines,
-        "cases:", "  - name: default", "devices: [cpu, cuda]", "skip:", f'  - {{reason: "{reason}"}}', ""])
+        "cases:", "  - name: default", "devices: [cpu, cuda]", "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
 
 
 def _what_to_fill_in(step_problem: str) -> str:
@@ -624,8 +625,15 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
     except Exception:  # noqa: BLE001  # what the step did with its closure is the answer, not whether it finished
         pass
     args, named = next(((a, n) for a, n in calls if a or n), ((), {}))
-    shown = [*map(repr, args), *(f"{k}={v!r}" for k, v in named.items())]
+    shown = [*map(_brief, args), *(f"{k}={_brief(v)}" for k, v in named.items())]
     return ", ".join(shown) if shown else None
+
+
+def _brief(value: Any) -> str:
+    """A value for a one-line comment: a plain one as Python writes it, anything else by its type (polystep's
+    closure argument, a dict of tensors, printed over many lines)."""
+    shown = repr(value)
+    return shown if isinstance(value, (bool, int, float, str, type(None))) and len(shown) <= 40 else f"a {type(value).__name__}"
 
 
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
@@ -649,7 +657,7 @@ def _probed_state_dtype(cls: type, form: Any, factory: Any, lr: float | None) ->
         _, optimizer = _probe_run(cls, form, {"lr": lr} if lr is not None else {}, factory, 2, torch.bfloat16)
     except Exception as exc:  # the optimizer's verdict on bf16 params
         return f"its step raised over bf16 params ({one_line(exc)})"
-    seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(optimizer.state)
+    seen = {str(v.dtype).removeprefix("torch.") for v in _state_tensors(getattr(optimizer, "state", {}))
             if v.is_floating_point() and v.dim() > 0}
     if seen == {"bfloat16"}:
         return "param"

@@ -944,3 +944,36 @@ class TrainModeSGD(PlainSGD):
         if not self.training:
             raise RuntimeError("Optimizer was not in train mode when step is called. Please insert .train() and .eval() calls")
         super()._update()
+
+
+class TensorArgClosureSGD(PlainSGD):
+    """polystep's PolyStepOptimizer: its step calls its closure with a dict of tensors, which init wrote into its
+    spec's comment over many lines: a spec that did not load."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is None:
+            raise ValueError("TensorArgClosureSGD needs a closure")
+        closure({name: torch.full((20, 20), 7.0) for name in ("a", "b")})
+        self._update()
+
+
+class QuotedRefusalSGD(PlainSGD):
+    """A step that refuses on purpose, its message in double quotes: init's skip reason, in double quotes, broke."""
+
+    def _update(self) -> None:
+        raise RuntimeError('call "prepare()" before step, then "step()"')
+
+
+class NoStateWrapper:
+    """emotigrad's EmotionalOptimizer: a plain object (no torch.optim.Optimizer, no `state`) over an optimizer
+    instance; init's state-dtype probe read `.state` and init stopped with "could not probe"."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, enabled: bool = True):
+        self.optimizer, self.enabled = optimizer, enabled
+
+    def step(self, loss=None):
+        return self.optimizer.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none)

@@ -283,6 +283,11 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["  zero_lr: {"]),
     ("planted_run_model:SampledProtocolSGD", ["skip:  # its step raised TypeError", "it defines sampled_params, a context manager",
                                               "its `sampled_params` context around forward and backward"], ["fill in `params`"]),
+    # text probed from the optimizer goes into the spec as one line, a reason quoted as YAML reads it (polystep's
+    # dict-of-tensors closure argument and a quoted refusal broke the YAML); an optimizer without `state` is probed
+    ("planted_run_model:TensorArgClosureSGD", ["skip:  # its step calls its closure with arguments (a dict): "], []),
+    ("planted_run_model:QuotedRefusalSGD", ['it raises, on purpose: RuntimeError: call \\"prepare()\\" before step'], []),
+    ("planted_run_model:NoStateWrapper", ["params: wrapped", "optimizer: {optimizer: \"torch.optim.SGD\""], ["fill in `params`"]),
     # schedule-free's protocol: train() before stepping, which the spec's setup gives every run (it was skipped)
     ("planted_run_model:TrainModeSGD", ["setup: pytest_optimtest.setups:train_mode  # its step raises outside train mode "
                                         "(RuntimeError: Optimizer was not in train mode", "  zero_lr: {"], ["skip:"]),
