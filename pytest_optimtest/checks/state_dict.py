@@ -60,7 +60,8 @@ ATTRIBUTES_NOT_SAVED = ("\n  diagnosis: an attribute of the optimizer's own is n
                         "state or param_groups, or save it in state_dict)")
 
 
-# DCP and ZeRO load in place into the tensors state_dict() handed out, which are the inner optimizer's: there it holds
+# Named by this check alone: DCP and ZeRO load in place into the tensors state_dict() handed out, which are the inner
+# optimizer's, so the sharing survives their loads
 LOAD_REBINDS = ("\n  diagnosis: the optimizer's doing: {shared}, and torch's Optimizer.load_state_dict, which it does not "
                 "override, rebinds self.state and self.param_groups to the loaded ones (Optimizer.__setstate__): after a "
                 "load the inner optimizer steps with its own state and groups, not the loaded ones (override "

@@ -33,7 +33,7 @@ from .devices import package_generator_states, seed_all
 from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
-from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_pointer
+from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_of, storage_pointer
 from .state_dict_layout import load_rebinds
 from .vacuity import NotApplicable
 
@@ -157,13 +157,6 @@ def run(case: Any, regime: Regime | None = None) -> Run:
         return finished
 
 
-def _held_storage(t: torch.Tensor) -> torch.UntypedStorage | None:
-    try:
-        return t.untyped_storage()
-    except RuntimeError:  # a wrapper subclass (torchao's quantized tensors) has no storage of its own
-        return None
-
-
 def _swapped(t: torch.Tensor, before: torch.UntypedStorage | None) -> bool:
     """Whether `t` has another storage than `before`, which the run held so that its address stayed taken."""
     return storage_pointer(t) != (before.data_ptr() if before is not None else None)
@@ -196,7 +189,7 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
     stepping.drawn |= constructor_draws
     if regime.resume:
         _load(regime.resume, model, optimizer)
-    storages = {name: _held_storage(p) for p, name in names.items()}  # held: a freed address could be handed back
+    storages = {name: storage_of(p) for p, name in names.items()}  # held: a freed address could be handed back
     try:
         stepping.all_steps()
     except _Stopped:

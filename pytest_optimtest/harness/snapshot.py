@@ -182,7 +182,16 @@ def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[s
 def storage_pointer(t: torch.Tensor) -> int | None:
     """The data pointer of the tensor's storage; None for a wrapper tensor subclass, which has no
     storage of its own (torchao's quantized optimizer state: its inner tensors hold the data)."""
+    storage = storage_of(t)
+    return storage.data_ptr() if storage is not None else None
+
+
+def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
+    """The tensor's storage (holding it keeps its address taken); None for a wrapper tensor subclass, whose
+    storage is there but has no data pointer to read."""
     try:
-        return t.untyped_storage().data_ptr()
+        storage = t.untyped_storage()
+        storage.data_ptr()
     except RuntimeError:
         return None
+    return storage

@@ -59,4 +59,3 @@ def load_rebinds(optimizer: Any) -> str:
                 return f"{type(optimizer).__name__}'s {' and '.join(shared)} are its {name}'s " \
                        f"({'; '.join(f'self.{a} = {name}.{a}' for a in shared)})"
     return ""
-
