@@ -27,6 +27,7 @@ from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
 from .harness.builder import make_closure, requires_closure, step_on_grads, step_parameters, zero_grads
 from .harness.compare import max_movement
+from .harness.devices import unavailable_reason
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
@@ -83,6 +84,15 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     train_problem = _train_mode_problem(probe, guessed)
     if train_problem is not None:  # schedule-free's: every probe below, as every run of the spec, steps in train mode
         probe = _in_train_mode(probe)
+    cuda_need = _cuda_need(probe, guessed)
+    cpu_switches: dict[str, Any] = {}
+    if cuda_need is not None:  # its defaults want a GPU this machine lacks: its CPU path, where flags give one
+        found = _cpu_switches(probe, guessed)
+        if found is None:
+            return f"{name}.yaml", _cuda_only_spec(optimizer, cls, {**guessed, **fills}, fill_notes, cuda_need)
+        cpu_switches, probe = found, functools.partial(probe, **found)
+        fills = {**fills, **found}
+        flags = [f for f in flags if f not in found]
     form, factory, form_lines = _params_form(probe, guessed, wraps[0] if wraps else None)
     if factory is None:  # nothing to probe: no params form or model of the plugin's constructs it
         return f"{name}.yaml", _unconstructible_spec(optimizer, cls, guessed, form, form_lines)
@@ -116,7 +126,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         (f"{problem}{_with(kwargs, base)}" for kwargs in every_case[1:]
          if (problem := _zero_lr_problem(probe, form, kwargs, claimed, dtype, needs_closure)) is not None), None)
         if has_lr else None)
-    shown_fills = "".join(f", {k}: {v!r}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
+    shown_fills = "".join(f", {k}: {_scalar(v)}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
     tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory, base_problem) if has_lr else None
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
@@ -132,8 +142,9 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
            "every optimizer the runs build is put in it"] if train_problem is not None else []),
         "cases:",
         "  - name: default",
+        *_cuda_defaults_case(defaults, cpu_switches, cuda_need[0] if cuda_need else ""),
     ]
-    names = {"default", "tensor_lr", "scheduled", "low_precision"}
+    names = {"default", "tensor_lr", "scheduled", "low_precision", "cuda_defaults"}
     for flag, value, kwargs, note in flag_cases:
         if kwargs is None:
             lines.append(f"  # left out: {flag}: {value}: {note}")
@@ -175,6 +186,103 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
                gradient_free=gradient_free, zero_lr_refusal=zero_lr_refusal),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
+
+
+# What an error raised without a GPU says when the code wants one: a check of its own (FlashAdam's "Quantization
+# requires a CUDA device."), Triton finding no driver ("0 active drivers"), an assert on `is_cuda` (muonium's).
+_WANTS_CUDA = re.compile(r"\bcuda\b|is_cuda|\bgpus?\b|nvidia|active drivers", re.IGNORECASE)
+
+
+def _names_cuda(problem: str) -> bool:
+    """Whether a probe's error (`one_line`, then `, at file:line in function`) says its code wants CUDA,
+    by its message or by the line that raised it."""
+    message, _, where = problem.partition(", at ")
+    found = re.match(r"(\S+):(\d+) in \S+$", where)
+    line = linecache.getline(found.group(1), int(found.group(2))) if found else ""
+    return bool(_WANTS_CUDA.search(message) or _WANTS_CUDA.search(line))
+
+
+def _cpu_problems(cls: Any, kwargs: dict) -> tuple[list[str], tuple[str, Any] | None] | None:
+    """(what constructing and stepping raised here, the first params form and model that constructed)
+    over the plugin's forms and models, one step a model (its first form that constructs); None as
+    soon as one steps."""
+    problems, constructed = [], None
+    for factory in (two_linear, two_linear_no_bias):
+        for form in ("list", "named", "model"):
+            try:
+                construct(cls, form, factory(), kwargs, "cpu")
+            except Exception as exc:  # noqa: BLE001  # the constructor's verdict; the next form is tried
+                where = blame(exc).where
+                problems.append(one_line(exc) + (f", at {where}" if where else ""))
+                continue
+            problem = _first_step_problem(cls, form, kwargs, factory)
+            if problem is None:
+                return None
+            problems.append(problem)
+            constructed = constructed or (form, factory)
+            break
+    return problems, constructed
+
+
+def _cuda_need(cls: Any, kwargs: dict) -> tuple[str, tuple[str, Any] | None] | None:
+    """(the error that says the optimizer wants CUDA, the params form and model it constructed with),
+    where this machine has none and nothing of the plugin's steps it here (Triton kernels, quantized
+    state kept on the GPU); None otherwise."""
+    if torch.cuda.is_available():
+        return None
+    found = _cpu_problems(cls, kwargs)
+    if found is None:
+        return None
+    problem = next((p for p in found[0] if _names_cuda(p)), None)
+    return (problem, found[1]) if problem is not None else None
+
+
+def _cpu_switches(cls: Any, kwargs: dict) -> dict[str, Any] | None:
+    """The fewest of the constructor's switches that give it a CPU path, where they do: flags that default
+    to True set False, optional settings set None (FlashAdam's quantize, fused and master_weight_bits)."""
+    parameters = [p for p in inspect.signature(cls).parameters.values() if p.name not in kwargs]
+    switches: dict[str, Any] = {p.name: False for p in parameters if p.default is True}
+    switches |= {p.name: None for p in parameters if p.default not in (None, True, False, p.empty)
+                 and ("Optional" in str(p.annotation) or "None" in str(p.annotation))}
+    if not switches or _cpu_problems(cls, {**kwargs, **switches}) is not None:
+        return None
+    for name in list(switches):  # each one it steps without is the user's default, not a switch
+        fewer = {k: v for k, v in switches.items() if k != name}
+        if _cpu_problems(cls, {**kwargs, **fewer}) is None:
+            switches = fewer
+    return switches
+
+
+def _cuda_defaults_case(defaults: dict[str, Any], switches: dict[str, Any], problem: str) -> list[str]:
+    """The case that runs the constructor's own defaults where the CPU cases switched them off."""
+    if not switches:
+        return []
+    shown = ", ".join(f"{k}: {_scalar(defaults[k])}" for k in switches)
+    return [f"  - name: cuda_defaults  # its defaults need CUDA ({problem}): the other cases switch them off",
+            f"    kwargs: {{{shown}}}", "    devices: [cuda]"]
+
+
+def _cuda_only_spec(optimizer: str, cls: type, kwargs: dict, notes: list[str], need: tuple[str, Any]) -> str:
+    """A spec that loads for an optimizer that needs CUDA on a machine without it: its cases run on
+    cuda, over the params form and model it constructed with; init, run where there is a GPU, probes
+    its step for the rest."""
+    problem, constructed = need
+    form, factory = constructed or ("list", two_linear)
+    shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in kwargs.items())
+    return "\n".join([
+        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+        f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in notes],
+        *([] if form == "list" else [f"params: {form}"]),
+        *([] if factory is two_linear else [f"model: pytest_optimtest.models:{factory.__name__}  # its constructor "
+                                            "refuses the default model's 1-D params"]),
+        f"# it needs CUDA, and init ran without a GPU: {problem}",
+        "# run init again on a machine with one for a spec whose step was probed (closure, dtypes, shapes, laws)",
+        "cases:", "  - name: default", "devices: [cuda]", ""])
+
+
+def _scalar(value: Any) -> str:
+    """`value` as YAML reads it back: true, false, null, or the number."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else repr(value)
 
 
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
@@ -359,11 +467,13 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         try:
             construct(cls, split, two_linear(), kwargs, "cpu")
             stepped = _stepped(cls, split, kwargs, two_linear, steps=1)[1]
-            if stepped is not None:  # it took a list where it wants an object (SAM's base optimizer)
+            taken = _step_arguments(cls)
+            if stepped is not None and taken is None:  # it took a list where it wants an object (SAM's base optimizer)
                 raise ValueError(f"it constructs so, but its step raises {stepped}")
             return split, two_linear, [f"params:  # matrices to {required[0]}, the rest to {required[1]} (check which "
                                        "argument wants which)",
-                                       f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}"]
+                                       f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}",
+                                       *(_step_arguments_skip(taken, stepped) if stepped is not None and taken else [])]
         except Exception as exc:  # noqa: BLE001  # then say what to fill in
             return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
@@ -440,6 +550,9 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     wanted = ("a model of its own kind: give `model:` a factory of one (called as factory(device=...))" if form == "model"
               else "params in a form init could not find: give `params` groups it takes (docs/specs.md)")
     reason = f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}, and remove this skip"
+    taken = _step_arguments(cls)
+    if taken is not None:  # no params form would do: no run of the plugin's calls such a step
+        reason = f"its step takes {taken}, a protocol of its own (torch.optim's steps take a closure or nothing): not supported"
     return "\n".join([
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *(["params: model"] if form == "model" else []), *form_lines,
@@ -495,6 +608,10 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step takes the loss's value as `{valued}`, not a closure: {step_problem}",
                 f"its step takes the loss's value as `{valued}` after backward (step(loss)), a protocol of its own: "
                 "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
+    taken = _step_arguments(cls)
+    if taken is not None:
+        comment, reason = _step_arguments_skip(taken, step_problem)
+        return comment.removeprefix("skip:  # "), json.loads(reason.removeprefix("  - {reason: ").removesuffix("}"))
     wanted = _object_protocol(cls, form, kwargs)
     if wanted is not None:
         argument, problem = wanted
@@ -555,6 +672,24 @@ def _loss_value_parameter(cls: type) -> str | None:
         return None
     first = parameters[0]
     return first.name if first.name == "loss" or _numeric(first) else None
+
+
+def _step_arguments(cls: type) -> str | None:
+    """The step's call, where it requires what no torch.optim step takes: more than one argument
+    (torch_cgd's CGD.step(f, g), a two-player game's two losses) or a tensor (ACGD.step(f: Tensor), the
+    loss itself, which it differentiates); None otherwise (ELRA's step(loss: float): `_loss_value_parameter`)."""
+    parameters = [p for p in step_parameters(_probed_class(cls)) or []
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    tensor = bool(parameters) and parameters[0].annotation in (torch.Tensor, "torch.Tensor", "Tensor")
+    return f"step({', '.join(p.name for p in parameters)})" if len(parameters) > 1 or tensor else None
+
+
+def _step_arguments_skip(taken: str, step_problem: str) -> list[str]:
+    """The spec's skip lines for a step that requires the arguments `taken` names."""
+    reason = (f"its step takes {taken}, a protocol of its own: torch.optim's steps take a closure or nothing, as the "
+              "plugin's runs give: not supported")
+    return [f"skip:  # its step requires arguments torch.optim's do not ({taken}): {step_problem}",
+            f"  - {{reason: {json.dumps(reason)}}}"]
 
 
 def _missing_module(problem: str) -> str | None:
@@ -1143,7 +1278,8 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
         print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
         return 1
-    seen = _laws_on_by_default_failing(project_registry(path), cases[0]) if cases else []
+    runnable = next((case for case in cases if unavailable_reason(case.device) is None), None)  # a CUDA-only spec's: none here
+    seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
     if seen:
         path.write_text(text + "\n".join(seen) + "\n")
     failed = sum(line.startswith("  #   ") for line in seen)

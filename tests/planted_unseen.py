@@ -754,3 +754,93 @@ class GradHalvingSGD(PlainSGD):
                 buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
                 buf.mul_(0.9).add_(p.grad)
                 p.add_(buf, alpha=-group["lr"])
+
+
+class IntFlagSGD(PlainSGD):
+    """Correct SGD that keeps an int64 flag in its state (trasmuon's `E_ref_initialized`): torch's
+    load_state_dict casts it to the params' float dtype, in a state_dict round trip and in ZeRO's
+    consolidated load alike (one root cause)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = self.state[p]
+                    state.setdefault("initialized", torch.ones((), dtype=torch.int64))
+                    p.add_(p.grad * state["initialized"], alpha=-group["lr"])
+
+
+class TensorLrCacheSGD(PlainSGD):
+    """Correct SGD that caches a tensor lr's value in an attribute of its own, which a float lr never
+    creates (Gefen's `_lr_scalar_cache`): the runs are the same, the attribute only one variant's."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            lr = group["lr"]
+            if isinstance(lr, torch.Tensor):
+                self._lr_cache = (lr, lr.item())
+                lr = self._lr_cache[1]
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-lr)
+
+
+class CudaDefaultsSGD(PlainSGD):
+    """SGD whose defaults need a GPU (flashoptim's FlashAdam: quantized state, error-correction bits and a
+    fused step, each refused without CUDA), and which steps on CPU with them switched off."""
+
+    def __init__(self, params, lr=0.1, quantize: bool = True, master_bits: int | None = 24, check: bool = False):
+        if not torch.cuda.is_available() and (quantize or master_bits is not None):
+            raise NotImplementedError("Quantization requires a CUDA device.")
+        super().__init__(params, lr)
+
+
+@torch.compile(backend="eager", fullgraph=True)
+def _cuda_kernel(p: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
+    assert p.is_cuda and grad.is_cuda  # a Triton kernel's wrapper (muonium's gram_)
+    p.add_(grad, alpha=-lr)
+
+
+class CudaKernelSGD(PlainSGD):
+    """SGD whose step runs a kernel compiled with fullgraph that asserts CUDA tensors (muonium's Muon):
+    on CPU, dynamo raises `Unsupported: Observed exception` from torch's compile wrapper."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    _cuda_kernel(p, p.grad, group["lr"])
+
+
+class TwoPlayerSGD:
+    """A two-player game's optimizer (torch_cgd's CGD): params of each player, an lr by another name, and a
+    step that takes each player's loss."""
+
+    def __init__(self, x_params, y_params, learning_rate):
+        self.x_params, self.y_params, self.eta = list(x_params), list(y_params), learning_rate
+
+    def zero_grad(self) -> None:
+        for p in [*self.x_params, *self.y_params]:
+            p.grad = None
+
+    def step(self, f, g) -> None:
+        for loss, params in ((f, self.x_params), (g, self.y_params)):
+            for p, grad in zip(params, torch.autograd.grad(loss, params, retain_graph=True)):
+                p.data.add_(grad, alpha=-self.eta)
+
+
+class LossTensorSGD(PlainSGD):
+    """A step that takes the loss tensor and differentiates it itself (torch_cgd's ACGD.step(f: Tensor))."""
+
+    def step(self, f: torch.Tensor) -> None:  # type: ignore[override]
+        params = [p for group in self.param_groups for p in group["params"]]
+        for p, grad in zip(params, torch.autograd.grad(f, params)):
+            p.data.add_(grad, alpha=-self.defaults["lr"])
+
+
+class NoDriverSGD(PlainSGD):
+    """A step that launches a Triton kernel, which finds no GPU driver here (triton_muon_adamw's TritonAdamW):
+    a `raise` of Triton's, which init read as a protocol the optimizer enforces."""
+
+    def _update(self) -> None:
+        raise RuntimeError("0 active drivers ([]). There should only be one.")

@@ -162,7 +162,8 @@ def test_a_state_dict_round_trip_that_casts_float32_state_to_bf16_names_torchs_l
         CHECKS["state_dict"].run(case, RunCache())
     message = str(info.value)
     assert "['momentum_buffer']: dtype torch.bfloat16 != reference torch.float32" in message, message
-    assert "diagnosis: torch's Optimizer.load_state_dict casts every floating state tensor but 'step' to its param's dtype" in message
+    assert "diagnosis: torch's Optimizer.load_state_dict casts every state tensor but 'step' (integer ones too) to its param's " \
+           "dtype" in message
 
 
 def test_a_law_over_groups_is_not_applicable_to_a_constructor_refusing_them_whatever_it_raises(tmp_path):

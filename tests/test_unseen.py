@@ -52,7 +52,10 @@ SPECS = {
     "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
     "shapekeeping": "optimizer: planted_unseen:ShapeKeepingSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
                     "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
-    "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss]\n"
+    "lrcache": "optimizer: planted_unseen:TensorLrCacheSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
+               "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
+    "intflag": "optimizer: planted_unseen:IntFlagSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
+    "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss, closure_graph_break]\n"
                       "laws: {descent: true}\n",
     "coupled": "optimizer: planted_unseen:GlobalNormSGD\nkwargs: {lr: 0.1}\nchecks: [law_late_joiners, zero]\n",
     "flaginstate": "optimizer: planted_unseen:FlagInStateSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
@@ -115,6 +118,26 @@ def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent
     out, _ = session  # Ranger and RangerVA comment their closure call out: descent's closure steps then moved nothing
     assert _outcome(out, "specs/ignoresclosure.yaml::ignoresclosuresgd-default-cpu::law_closure_loss") == "FAILED"
     assert _outcome(out, "specs/ignoresclosure.yaml::ignoresclosuresgd-default-cpu::law_descent") == "PASSED"
+    # bregman's LinBreg and AdaBreg: closure_graph_break was a second red of the same cause
+    outcomes = {check: _outcome(out, f"specs/ignoresclosure.yaml::ignoresclosuresgd-default-cpu::{check}")
+                for check in ("law_closure_loss", "closure_graph_break")}
+    assert sorted(outcomes.values()) == ["FAILED", "SKIPPED"], outcomes
+    red = next(check for check, outcome in outcomes.items() if outcome == "FAILED")
+    assert f"the same error in {red}" in out
+
+
+def test_an_attribute_only_one_equivalent_variant_keeps_is_no_difference_in_the_run(session):
+    out, _ = session  # Gefen and GefenMuon: `_lr_scalar_cache`, kept only under a tensor lr, was their tensor_lr red
+    assert _outcome(out, "specs/lrcache.yaml::tensorlrcachesgd-default-cpu::law_equivalent") == "PASSED"
+
+
+def test_state_cast_by_torchs_load_is_one_red_in_state_dict_and_zero(session):
+    out, _ = session  # trasmuon's int64 flags came back float32 from the round trip and from ZeRO's consolidated load
+    outcomes = {check: _outcome(out, f"specs/intflag.yaml::intflagsgd-default-cpu::{check}") for check in ("state_dict", "zero")}
+    assert sorted(outcomes.values()) == ["FAILED", "SKIPPED"], outcomes
+    red = next(check for check, outcome in outcomes.items() if outcome == "FAILED")
+    assert f"the same error in {red}" in out
+    assert "casts every state tensor but 'step' (integer ones too) to its param's dtype" in out
 
 
 def test_an_optimizer_that_couples_params_is_not_held_to_laws_that_step_them_apart_and_zero_says_why(session):
@@ -733,3 +756,69 @@ def test_a_wrapper_sharing_its_inner_optimizers_state_is_told_why_its_state_dict
            "Optimizer.load_state_dict, which it does not override, rebinds" in str(red.value), str(red.value)
     plain = one_case(tmp_path, "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1, momentum: 0.9}\n")
     assert "round trip both ways equal" in CHECKS["state_dict"].run(plain, RunCache())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="init probes for a CPU path only where there is no GPU")
+def test_init_gives_an_optimizer_whose_defaults_need_cuda_its_cpu_switches_and_a_cuda_case(tmp_path, capsys):
+    """flashoptim's five optimizers: init called "Quantization requires a CUDA device." a params form it could not
+    find, and skipped them all."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:CudaDefaultsSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "kwargs: {lr: 0.01, quantize: false, master_bits: null}" in text, text
+    assert "  - name: cuda_defaults  # its defaults need CUDA (NotImplementedError: Quantization requires a CUDA device." in text
+    assert "    kwargs: {quantize: true, master_bits: 24}\n    devices: [cuda]" in text
+    assert "\nskip:" not in text and "name: no_quantize" not in text
+    cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    assert cases and not any(case.skip for case in cases)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="init probes for a CPU path only where there is no GPU")
+@pytest.mark.parametrize("optimizer, said", [
+    ("planted_unseen:CudaKernelSGD", r"Unsupported: Observed exception, at .*planted_unseen\.py:\d+ in _cuda_kernel"),
+    ("planted_unseen:NoDriverSGD", r"RuntimeError: 0 active drivers \(\[\]\)\. There should only be one\., at "),
+])
+def test_init_writes_a_cuda_only_spec_for_an_optimizer_that_needs_cuda_to_step(tmp_path, capsys, optimizer, said):
+    """muonium's Muon, and Triton's kernels ("0 active drivers"): init called them the optimizer's own error and a
+    protocol of its own."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec(optimizer, tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert re.search(r"# it needs CUDA, and init ran without a GPU: " + said, text), text
+    assert "devices: [cuda]" in text and "\nskip:" not in text and "laws on by default failed" not in capsys.readouterr().out
+    assert [case.device for case in cases_from(tmp_path, text)] == ["cuda"]  # the spec loads; its one case is CUDA's
+
+
+def test_a_traced_codes_own_error_points_at_its_line_and_is_its_doing():
+    """dynamo's `Unsupported: Observed exception` (fullgraph) ends the Python traceback in torch's compile wrapper;
+    the line that raised is in its user stack (muonium's `assert d_in.is_cuda` read "torch's doing" at the caller)."""
+    from planted_unseen import _cuda_kernel
+
+    from pytest_optimtest.harness.blame import blame
+
+    with pytest.raises(Exception) as info:  # noqa: PT011  # dynamo's exception class is torch's to choose
+        _cuda_kernel(torch.zeros(2), torch.ones(2), 0.1)
+    found = blame(info.value)
+    assert found.where.endswith("in _cuda_kernel") and "planted_unseen.py" in found.where, found
+    assert found.owner == "optimizer"
+
+
+@pytest.mark.parametrize("optimizer, taken", [("planted_unseen:TwoPlayerSGD", "step(f, g)"),
+                                              ("planted_unseen:LossTensorSGD", "step(f)")])
+def test_init_writes_a_spec_that_loads_and_skips_for_a_step_that_takes_losses(tmp_path, capsys, optimizer, taken):
+    """torch_cgd's CGD, CGD_CG (two players' params and losses) and ACGD: init wrote specs that did not load."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec(optimizer, tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert f"its step takes {taken}, a protocol of its own" in text, text
+    cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    assert cases and all(case.skip for case in cases)

@@ -8,6 +8,7 @@ import torch
 
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, value_differences
+from ..harness.diagnosis import STATE_CAST, STATE_CAST_ON_LOAD, cast_on_load
 from ..harness.vacuity import Blocked, require_beyond_amplified_rounding, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
@@ -52,12 +53,13 @@ RANKS_DISAGREE = ("replicas differ between ranks (they must stay bitwise identic
                   "the rank, e.g. draw from an unseeded generator?)")
 
 
-def _report(header: str, sections: list[tuple[str, list[str]]]) -> None:
-    """Raise one AssertionError listing each non-empty section under its title."""
+def _report(header: str, sections: list[tuple[str, list[str]]], diagnosis: str = "", mechanism: str = "") -> None:
+    """Raise one AssertionError listing each non-empty section under its title (a KnownCause where the
+    root cause is known)."""
     found = [(title, problems) for title, problems in sections if problems]
     if found:
-        raise AssertionError(header + "".join(f"\n {title}:" + listed(problems, 4).replace("\n", "\n  ")
-                                               for title, problems in found))
+        message = header + "".join(f"\n {title}:" + listed(problems, 4).replace("\n", "\n  ") for title, problems in found)
+        raise KnownCause(message + diagnosis, mechanism) if mechanism else AssertionError(message)
 
 
 def check_distributed(case: Any, runs: Any) -> Verdict:
@@ -126,6 +128,10 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     loaded, refused = load_into_plain(case, run.ranks[0].zero_state_dict)
     sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(
         "state", unsharded["state"], loaded["state"], tol, ("unsharded", "loaded"))))
+    cast = cast_on_load(case.dtype, sections[-1][1])
+    if cast and cast == sections[-1][1] and not any(problems for _, problems in sections[:-1]):
+        _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections,
+                STATE_CAST_ON_LOAD, STATE_CAST)  # the consolidated state's load alone: state_dict's root cause
     try:
         _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections)
     except AssertionError as exc:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import re
+import functools
 from typing import Any
 
 from ..harness import torch_api
+from ..harness.blame import KnownCause
 from ..harness.compare import listed, snapshot_differences
+from ..harness.diagnosis import STATE_CAST, STATE_CAST_ON_LOAD, cast_on_load
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime
@@ -33,14 +35,16 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
     problems += [f"eager after loading compiled's state_dict: {p}"
                  for p in snapshot_differences(reference.final, resumed.final, case.tolerance, ("reference", "loaded"))]
     if problems:
-        raise AssertionError(f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the "
+        cast = bool(cast_on_load(case.dtype, problems))  # the cause ZeRO's consolidated load shows too: one red
+        raise (functools.partial(KnownCause, mechanism=STATE_CAST) if cast else AssertionError)(
+            f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the "
                              "eager reference:" + listed(problems) + params_in_groups_diagnosis(
                                  reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
                                  "load they refer to copies of the saved optimizer's params, not to the loading one's")
                              + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
                              + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
                              + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
-                             + (STATE_CAST_ON_LOAD if _cast_to_param_dtype(case, problems) else ""))
+                             + (STATE_CAST_ON_LOAD if cast else ""))
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
     if len(after_load) > allowed and runs.compiled(case).unsettled:  # zij's AdaGC: an int `step` in its groups
         raise Blocked("blocked by recompile: the compiled step recompiles on every warm-up step without any load (the "
@@ -66,17 +70,6 @@ LOAD_REBINDS = ("\n  diagnosis: the optimizer's doing: {shared}, and torch's Opt
                 "override, rebinds self.state and self.param_groups to the loaded ones (Optimizer.__setstate__): after a "
                 "load the inner optimizer steps with its own state and groups, not the loaded ones (override "
                 "load_state_dict to load the inner optimizer, or expose its state and groups as properties)")
-
-
-STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts every floating state tensor but 'step' to its "
-                      "param's dtype (_process_value_according_to_param_policy), so state the optimizer keeps in another "
-                      "dtype than its params (float32 over bf16) comes back in theirs: the optimizer's doing (restore its "
-                      "dtype in a load_state_dict post hook, or override load_state_dict)")
-
-
-def _cast_to_param_dtype(case: Any, problems: list[str]) -> bool:
-    """Whether a loaded state tensor has the params' dtype where the reference's has another."""
-    return any(re.search(rf"\bstate\[.*: dtype torch\.{case.dtype} != reference torch\.", p) for p in problems)
 
 
 CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-> eager; recompiles after load", "primary",

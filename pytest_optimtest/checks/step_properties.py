@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..harness.blame import CLOSURE_NEVER_CALLED, KnownCause
 from ..harness.compare import listed, snapshot_differences
 from ..harness.ladder import COMPARED_COMPILED, COMPILED
 from ..harness.runner import MissingGrads, Regime, Run
@@ -48,8 +49,8 @@ def check_closure_graph_break(case: Any, runs: Any) -> Verdict:
     eager = runs.run(case, Regime(closure=True))
     compiled = runs.run(case, Regime(compiled=True, closure=True, closure_graph_break=True))
     if not eager.closure_calls:
-        raise AssertionError(f"{case.id}: {case.optimizer}.step(closure) never called the closure in "
-                             f"{eager.steps} eager steps: step(closure) must re-evaluate the loss with it")
+        raise KnownCause(f"{case.id}: {case.optimizer}.step(closure) never called the closure in "
+                         f"{eager.steps} eager steps: step(closure) must re-evaluate the loss with it", CLOSURE_NEVER_CALLED)
     if not compiled.graph_breaks:
         raise AssertionError(f"{case.id}: the closure's graph break never reached dynamo: nothing was tested")
     problems = snapshot_differences(eager.final, compiled.final, case.tolerance)

@@ -88,6 +88,10 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
         frames, kinds = frames[ours:], kinds[ours:]
     owner = next((k for k in reversed(kinds) if k != "python"), "pytest-optimtest")
     innermost = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name} ({kinds[-1]})" if frames else ""
+    traced = torch_api.traced_frames(exc)  # where in the user's code dynamo was when it raised, below torch's frames
+    traced_kinds = [_kind(f.filename) for f in traced]
+    if torch_api.raised_by_traced_code(exc):  # their code raised while traced (under fullgraph): their doing
+        owner = next((k for k in reversed(traced_kinds) if k != "python"), owner)
     # Under torch.compile: dynamo's frames on the stack, or the resume functions it makes of the user's code after a
     # graph break (these run through the C eval-frame hook, with no dynamo frame above them in the traceback).
     compiled = any((k == "torch" and "_dynamo" in f.filename) or f.name.startswith("torch_dynamo_resume_in_")
@@ -95,8 +99,9 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
     init_skipped = _optimizer_init_skipped(exc, frames)
     note = init_skipped or _called_with_arguments_torch_does_not_take(exc, frames, kinds)
-    return Blame("optimizer" if note else owner, [f for f, k in zip(frames, kinds) if k == "optimizer"], innermost, compiled,
-                 generated, note, INIT_SKIPPED if init_skipped else "")
+    users = [f for f, k in [*zip(frames, kinds), *zip(traced, traced_kinds)] if k == "optimizer"]
+    return Blame("optimizer" if note else owner, users, innermost, compiled, generated, note,
+                 INIT_SKIPPED if init_skipped else "")
 
 
 _SIGNATURE_MISMATCH = re.compile(r"(\w+)\(\) (missing \d+ required|got an unexpected keyword argument|takes \d+ positional "
@@ -140,6 +145,10 @@ def root_cause(exc: BaseException, frames: list[traceback.FrameSummary] | None =
         known = mechanism(exc, frames)
         where = optimizer_frame(frames) or (f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "")
     return known or f"{one_line(exc)} at {re.sub(r':[0-9]+ in ', ' in ', where)}"
+
+
+# A root cause that several checks' verdicts see (closure_loss's, closure_graph_break's): one red a case.
+CLOSURE_NEVER_CALLED = "its step(closure) never calls the closure"
 
 
 class KnownCause(AssertionError):

@@ -17,6 +17,7 @@ Each diagnosis is one line for the failure and the JSON report. What is looked f
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -51,6 +52,20 @@ PRECISION_CASTS = "inductor's rounding at low precision"  # a root cause of ever
 PRECISION_CASTS_FOUND = ("torch's doing (inductor's rounding at {dtype}): inductor computes the step's pointwise chain in "
                          "float32 and rounds once, eager rounds after every op; run again with emulate_precision_casts=True, "
                          "{check} passes, so the difference is that rounding, not the optimizer's")
+
+
+STATE_CAST = "torch's load_state_dict casts its state to the params' dtype"  # one red: state_dict's and ZeRO's
+STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts every state tensor but 'step' (integer ones "
+                      "too) to its param's dtype where the param is floating (_process_value_according_to_param_policy), "
+                      "so state the optimizer keeps in another dtype than its params (float32 over bf16, an int64 flag) "
+                      "comes back in theirs: the optimizer's doing (restore its dtype in a load_state_dict post hook, or "
+                      "override load_state_dict)")
+
+
+def cast_on_load(dtype: str, problems: list[str]) -> list[str]:
+    """The differences that are a loaded state tensor in the params' `dtype` where the run that never
+    loaded kept another."""
+    return [p for p in problems if re.search(rf"\bstate\[.*: dtype torch\.{dtype} != \w+ torch\.", p)]
 
 
 def ordered_draws(draws: tuple[str, ...]) -> str | None:

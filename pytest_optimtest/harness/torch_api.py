@@ -10,6 +10,8 @@ import contextlib
 import functools
 import logging
 import re
+import sys
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -104,6 +106,28 @@ def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
     import torch._dynamo
 
     return torch._dynamo.disable(fn)
+
+
+# Graph breaks that are the traced code's own error, not code dynamo cannot trace: under fullgraph, the
+# user's code raised or asserted while dynamo traced it (muonium's `assert d_in.is_cuda` in a Triton kernel's wrapper).
+_TRACED_CODE_RAISED = ("Observed exception", "Data-dependent assertion failed")
+
+
+def traced_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of the code dynamo was tracing when it raised `exc`, outermost first: the user's
+    line the Python traceback (which ends in torch's compile wrapper) never reaches. [] for others."""
+    dynamo_exc = sys.modules.get("torch._dynamo.exc")  # not loaded: nothing was compiled, so exc is not dynamo's
+    if dynamo_exc is None or not isinstance(exc, dynamo_exc.TorchDynamoException):
+        return []
+    return list(getattr(exc, "real_stack", None) or [])
+
+
+def raised_by_traced_code(exc: BaseException) -> bool:
+    """Whether dynamo raised `exc` because the code it traced raised or asserted (the code's doing),
+    rather than for something it cannot trace."""
+    dynamo_exc = sys.modules.get("torch._dynamo.exc")
+    return (dynamo_exc is not None and isinstance(exc, dynamo_exc.Unsupported)
+            and str(getattr(exc, "gb_type", "") or "").startswith(_TRACED_CODE_RAISED))
 
 
 def graph_break_reasons() -> list[str]:

@@ -76,7 +76,7 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                 continue
             for combo, grid_values in enumerate(_grid(spec, device)):
                 kwargs = {**spec.kwargs, **entry.kwargs, **grid_values}
-                _check_constructor(optimizer_cls, kwargs, spec, where, locator)
+                _check_constructor(optimizer_cls, kwargs, spec, where, locator, constructs_here=device == "cpu")
                 closures = entry.closure or spec.closure
                 for scheduler, closure, dtype in itertools.product(_scheduler_names(entry, schedulers), closures,
                                                                    entry.dtypes or spec.dtypes):
@@ -391,8 +391,11 @@ def _check_values(kwargs: dict[str, Any], where: tuple, locator: Locator) -> Non
 _constructed: dict[tuple[type, str, str, str], str | None] = {}
 
 
-def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator) -> None:
-    """The optimizer's constructor must accept these kwargs (checked once per distinct set)."""
+def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator,
+                       constructs_here: bool = True) -> None:
+    """The optimizer's constructor must accept these kwargs (checked once per distinct set). The
+    constructor runs over CPU params only for a CPU case: a case of another device may need it (FlashAdam's
+    defaults refuse to construct without CUDA); its run says what it refuses there."""
     for key in kwargs:
         if not takes_keyword(cls, key):
             names = [n for n in inspect.signature(cls).parameters if n not in ("self", "params")]
@@ -404,6 +407,8 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
     for argument in sorted(by_argument - {"params"}):
         if not takes_keyword(cls, argument):
             raise locator.error(("params",), f"{cls.__name__} takes no argument {argument!r} for a param group")
+    if _skips_everything(spec):  # init's spec for an optimizer it cannot build or step: nothing constructs it
+        return
     positional = [n for n, p in inspect.signature(cls).parameters.items()
                   if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in kwargs]
     if by_argument:
@@ -418,7 +423,7 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                                             "groups' selectors: names, ndim, min_ndim); or, where "
                                             f"{positional[-1]!r} takes no params of its own, give it under kwargs "
                                             f"({KWARG_OBJECTS})")
-    if _skips_everything(spec):  # init's spec for an optimizer no model of the plugin's fits: nothing constructs it
+    if not constructs_here:
         return
     memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
     if memo_key not in _constructed:

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ...harness.blame import CLOSURE_NEVER_CALLED, KnownCause
 from ...harness.ladder import MOVES
 from ..base import Check, NotApplicable, Verdict
 from .section import SECTION_KEY, observed, Laws, require_on
@@ -22,8 +23,9 @@ def check_closure_loss(case: Any, runs: Any) -> Verdict:
         raise NotApplicable(f"{case.id}: law closure_loss: {declared or 'the step takes no closure'}")
     for step, returned, given in seen.returned:
         if not given:
-            raise AssertionError(f"{case.id}: law closure_loss broken: step {step + 1} was given a closure and never "
-                                 f"called it (returned {_shown(returned)}), so the loss it returns is not this step's")
+            raise KnownCause(f"{case.id}: law closure_loss broken: step {step + 1} was given a closure and never "
+                             f"called it (returned {_shown(returned)}), so the loss it returns is not this step's",
+                             CLOSURE_NEVER_CALLED)
         if not any(_same(returned, loss) for loss in given):
             raise AssertionError(f"{case.id}: law closure_loss broken: step(closure) must return the loss the closure "
                                  f"returned; at step {step + 1} the closure returned {_shown(given[0])}"
