@@ -342,7 +342,8 @@ class OptimtestSession:
         spec's fuzz case draws the same params: a `.view` over a transposed one raises in all of them); (None, "")
         for a check's own verdict or a rank's failure."""
         cause = exc.__cause__
-        if isinstance(exc, AssertionError) and cause is not None and blame(cause).owner in ("optimizer", "torch"):
+        if isinstance(exc, AssertionError) and cause is not None and blame(cause).owner in ("optimizer", "torch") \
+                and not getattr(exc, "mechanism", ""):  # a verdict that names the root cause keeps it
             exc = cause  # a check's verdict on the error it caught (a diagnosis beside it): the error is the cause
         if not isinstance(item.case, (Case, FuzzCase)):
             return None, ""

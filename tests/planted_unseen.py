@@ -844,3 +844,49 @@ class NoDriverSGD(PlainSGD):
 
     def _update(self) -> None:
         raise RuntimeError("0 active drivers ([]). There should only be one.")
+
+
+class ShardMomentumSGD(PlainSGD):
+    """SGD with momentum kept as a plain tensor of the rank's shard (trasmuon's TrasMuon under FSDP2): its
+    step reads `to_local()`, so the state is no DTensor, and DCP saves each rank's own piece."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                local = p.to_local() if hasattr(p, "to_local") else p
+                grad = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                state = self.state[p]
+                if "momentum" not in state:
+                    state["momentum"] = grad.clone()
+                else:
+                    state["momentum"].mul_(0.9).add_(grad)
+                local.add_(state["momentum"], alpha=-group["lr"])
+
+
+class _QuantizedState:
+    """A state value that is no tensor and whose state_dict takes the entry's name (flashoptim's
+    _MaybeQuantizedTensor)."""
+
+    def __init__(self, data: torch.Tensor) -> None:
+        self._data = data
+
+    def state_dict(self, name: str) -> dict[str, torch.Tensor]:
+        return {name: self._data}
+
+
+class WrappedStateSGD(PlainSGD):
+    """SGD with momentum kept inside an object of its own (flashoptim's FlashAdam): the snapshot called its
+    `state_dict()`, which takes a name, and every item was red as the plugin's own error."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum" not in state:
+                    state["momentum"] = _QuantizedState(torch.zeros_like(p))
+                state["momentum"]._data = state["momentum"]._data * 0.9 + p.grad
+                p.add_(state["momentum"]._data, alpha=-group["lr"])

@@ -54,6 +54,7 @@ SPECS = {
                     "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
     "lrcache": "optimizer: planted_unseen:TensorLrCacheSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
                "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
+    "shardmomentum": "optimizer: planted_unseen:ShardMomentumSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\n",
     "intflag": "optimizer: planted_unseen:IntFlagSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
     "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss, closure_graph_break]\n"
                       "laws: {descent: true}\n",
@@ -109,6 +110,29 @@ def test_equal_infinities_and_param_keyed_containers_compare_equal(session):
     assert _outcome(out, "specs/keyed.yaml::paramkeyedgroupsgd-default-cpu::parity") == "PASSED"
 
 
+def test_state_kept_in_an_object_whose_state_dict_takes_arguments_is_compared_by_its_fields():
+    """flashoptim's FlashAdam, FlashAdamW, FlashLion: every item was "an error inside pytest-optimtest" (the
+    snapshot called `_MaybeQuantizedTensor.state_dict()`, which takes the entry's name)."""
+    from planted_unseen import WrappedStateSGD
+
+    from pytest_optimtest.harness.compare import snapshot_differences
+    from pytest_optimtest.harness.snapshot import snapshot
+    from pytest_optimtest.spec.schema import Tolerance
+
+    def stepped(scale: float) -> object:
+        model = torch.nn.Linear(3, 2)
+        optimizer = WrappedStateSGD(model.parameters(), lr=0.1)
+        for p in model.parameters():
+            p.grad = torch.full_like(p, scale)
+        optimizer.step()
+        return snapshot(optimizer, {p: name for name, p in model.named_parameters()})
+
+    taken = stepped(1.0)
+    assert set(taken.state["weight"]["momentum"]) == {"<_QuantizedState>"}, taken.state
+    differences = snapshot_differences(taken, stepped(2.0), Tolerance(atol=1e-6, rtol=0.0))
+    assert any("['momentum']['<_QuantizedState>']['_data']" in d for d in differences), differences
+
+
 def test_a_state_that_keeps_shapes_and_namedtuples_is_compared_by_the_equivalence_law(session):
     out, _ = session  # QUTEN keeps p.shape in its state: the law rebuilt the tuple with tensors in it and raised
     assert _outcome(out, "specs/shapekeeping.yaml::shapekeepingsgd-default-cpu::law_equivalent") == "PASSED"
@@ -129,6 +153,16 @@ def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent
 def test_an_attribute_only_one_equivalent_variant_keeps_is_no_difference_in_the_run(session):
     out, _ = session  # Gefen and GefenMuon: `_lr_scalar_cache`, kept only under a tensor lr, was their tensor_lr red
     assert _outcome(out, "specs/lrcache.yaml::tensorlrcachesgd-default-cpu::law_equivalent") == "PASSED"
+
+
+def test_state_kept_as_plain_tensors_of_the_shards_is_one_red_in_fsdp_and_checkpoint_saying_so(session):
+    out, _ = session  # trasmuon's momentum (5, 10) of (10, 10): fsdp's red, and DCP's size mismatch on load a second
+    outcomes = {check: _outcome(out, f"specs/shardmomentum.yaml::shardmomentumsgd-default-cpu::{check}")
+                for check in ("fsdp", "checkpoint")}
+    assert outcomes == {"fsdp": "FAILED", "checkpoint": "SKIPPED"}, outcomes
+    assert "the same error in fsdp: its state is plain tensors of the ranks' shards" in out
+    assert "diagnosis: its state is plain tensors of the ranks' shards, not DTensors (state['0.weight']['momentum'] (5, 10) " \
+           "of (10, 10)" in out
 
 
 def test_state_cast_by_torchs_load_is_one_red_in_state_dict_and_zero(session):

@@ -130,8 +130,11 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
             if found and trained is not None], f"over {steps} one-process train steps")
     problems += recompiled
     if problems:
-        raise AssertionError(f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
-                             f"{ws} {rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
+        message = (f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
+                   f"{ws} {rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
+        if eager and run.eager.shard_shaped:
+            raise KnownCause(message + _shard_shaped(run.eager), SHARD_SHAPED_STATE)
+        raise AssertionError(message)
     if sharded_compiled is not None and sharded_compiled.graphs == 0:  # half of what the check claims did not happen: not a pass
         raise Vacuous(f"{case.id}: vacuous: the eager step over FSDP2-sharded params matches one process, but torch.compile "
                       "captured no graph of the step over DTensor params, so the compiled comparison did not happen (where "
@@ -212,14 +215,29 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         # where every problem is a load that raised here, the error is the red's root cause (session.py): AdaBayes
         # divides by lr, and DCP's load steps at lr 0 as the param_groups law does: one red
         cause = raised[0] if len(raised) == len(problems) else None
-        raise AssertionError(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
-                             f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why) from cause
+        message = (f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
+                   f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why)
+        if run.eager.shard_shaped:  # saved as each rank's plain tensor: it loads nowhere else (fsdp's red, the same cause)
+            raise KnownCause(message + _shard_shaped(run.eager), SHARD_SHAPED_STATE) from cause
+        raise AssertionError(message) from cause
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
     return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
                    f"state and param groups as saved, and {steps} more steps equal the run that never stopped",
                    {"saved_world_size": ws, "load_world_sizes": list(case.sections["fsdp"].load_world_sizes),
                     "steps_before_and_after": steps, "state_entries": entries})
+
+
+SHARD_SHAPED_STATE = "its state is plain tensors of the ranks' shards"  # one red: fsdp's and checkpoint's
+
+
+def _shard_shaped(trained: Trained) -> str:
+    shown = ", ".join(trained.shard_shaped[:3]) + (f" and {len(trained.shard_shaped) - 3} more" if len(trained.shard_shaped) > 3 else "")
+    return (f"\n  diagnosis: {SHARD_SHAPED_STATE}, not DTensors ({shown}): its step computes over a rank's shard (from "
+            "`to_local()` or the shard's grad) what it computes over the whole param in one process (a matrix function, a "
+            "norm, a per-row statistic), and DCP saves that state as each rank's own tensor, which loads at no other world "
+            "size: the optimizer's doing (keep state as DTensors like the params, e.g. zeros_like(p), and reduce over the "
+            "mesh where the update needs the whole param)")
 
 
 DROPPED_KEYS = ("\n DCP loads a checkpoint into the state the optimizer holds (get_optimizer_state_dict makes it with one "

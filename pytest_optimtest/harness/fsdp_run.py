@@ -43,6 +43,7 @@ class Trained:
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     groups: list[dict[str, Any]] = field(default_factory=list)  # param groups, less their params
     tensor_attributes: tuple[str, ...] = ()  # state kept as attributes of state tensors (snapshot.tensor_attributes)
+    shard_shaped: tuple[str, ...] = ()  # state entries that are plain tensors of a DTensor param's shard, with shapes
     scheduler: dict[str, Any] | None = None  # the LR scheduler's state_dict
     first_grads: dict[str, torch.Tensor] = field(default_factory=dict)  # the grads the first step was given, whole
     recompiles: list[str] = field(default_factory=list)  # compiled: dynamo's message for each recompile
@@ -249,8 +250,12 @@ def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler
     """What the run holds, as parity snapshots it (state keyed by param name, group values by what
     they are), every tensor gathered whole: picklable, and comparable with the one-process run."""
     taken = snapshot(optimizer, {p: name for name, p in model.named_parameters()})
+    shard_shaped = tuple(f"state[{name!r}][{key!r}] {tuple(value.shape)} of {tuple(p.shape)}"
+                         for name, p in model.named_parameters() for key, value in optimizer.state.get(p, {}).items()
+                         if torch_api.shard_shaped(p, value))
     return Trained(params=_portable(taken.params), state=_portable(taken.state), groups=_portable(taken.groups),
-                   tensor_attributes=taken.tensor_attributes, scheduler=scheduler.state_dict() if scheduler is not None else None)
+                   tensor_attributes=taken.tensor_attributes, shard_shaped=shard_shaped,
+                   scheduler=scheduler.state_dict() if scheduler is not None else None)
 
 
 def _portable(value: Any) -> Any:

@@ -105,9 +105,18 @@ def own_object(value: Any) -> bool:
 
 
 def stateful(value: Any) -> bool:
-    """An object with a state_dict (an inner optimizer, a module, a scheduler): two runs' twins are
-    equal by their state_dicts, never by identity."""
-    return callable(getattr(value, "state_dict", None)) and not isinstance(value, type)
+    """An object with a state_dict() that takes no arguments (an inner optimizer, a module, a scheduler):
+    two runs' twins are equal by their state_dicts, never by identity. One whose state_dict wants arguments
+    (flashoptim's quantized state tensor: `state_dict(name)`) is an object of the optimizer's own."""
+    method = getattr(value, "state_dict", None)
+    if not callable(method) or isinstance(value, type):
+        return False
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a C method): torch's own, which take none
+        return True
+    return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                   for p in parameters)
 
 
 def frozen_tensor(tensor: torch.Tensor) -> torch.Tensor:

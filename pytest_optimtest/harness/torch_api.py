@@ -518,6 +518,15 @@ def map_local(tensor: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) 
     return fn(tensor)
 
 
+def shard_shaped(param: torch.Tensor, value: Any) -> bool:
+    """Whether `value`, a state tensor of `param`, is a plain tensor shaped like the local shard of a
+    DTensor param, not like the param: state an optimizer made from `to_local()` (or from a shard's grad)."""
+    from torch.distributed.tensor import DTensor
+
+    return (isinstance(param, DTensor) and isinstance(value, torch.Tensor) and not isinstance(value, DTensor)
+            and value.dim() > 0 and value.shape == param.to_local().shape and value.shape != param.shape)
+
+
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     """A DTensor gathered whole; any other tensor as it is."""
     from torch.distributed.tensor import DTensor
