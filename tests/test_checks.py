@@ -219,3 +219,13 @@ def test_a_recompile_limit_hit_in_the_optimizers_own_compile_is_named_its_doing(
     text = failure_text(info.value, None)
     assert text.startswith("dynamo's recompile limit (8), hit by a torch.compile in the optimizer's own code at "), text
     assert "test_checks.py" in text and "the optimizer's doing" in text
+
+
+def test_zero_names_no_hyperparameter_after_the_param_names_its_own_groups_carry():
+    """GefenMuon's ZeRO red blamed 'other hyperparameters' on the param names ZeRO's own groups carry."""
+    from pytest_optimtest.checks.distributed import _hyperparameters_apart
+
+    unsharded = {"param_groups": [{"params": [0, 1], "lr": 0.1, "param_names": ["a", "b"]}]}
+    assert _hyperparameters_apart(unsharded, {"param_groups": [{"params": [0], "lr": 0.1, "param_names": ["a"]}]}) is None
+    told = _hyperparameters_apart(unsharded, {"param_groups": [{"params": [0], "lr": 0.2, "param_names": ["a"]}]})
+    assert told is not None and "group 0 lr: unsharded 0.1, ZeRO 0.2" in told and "param_names" not in told

@@ -856,3 +856,16 @@ def test_init_writes_a_spec_that_loads_and_skips_for_a_step_that_takes_losses(tm
     assert f"its step takes {taken}, a protocol of its own" in text, text
     cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
     assert cases and all(case.skip for case in cases)
+
+
+def test_shard_shaped_state_is_found_inside_an_object_of_the_optimizers_own():
+    """flashoptim keeps exp_avg as `_MaybeQuantizedTensor._data`: its FSDP2 red (a plain (5, 10) tensor added to a
+    DTensor) and checkpoint's (saved (5, 10), loaded (10, 10)) were two reds of one cause."""
+    from planted_unseen import _QuantizedState
+
+    from pytest_optimtest.harness.fsdp_run import _tensors_in
+
+    data = torch.zeros(5, 10)
+    found = _tensors_in({"exp_avg": _QuantizedState(data), "steps": [torch.ones(1)]})
+    assert [(where, tensor is data) for where, tensor in found] == [("['exp_avg']._data", True), ("['steps'][0]", False)]
+    assert _tensors_in(_QuantizedState(data)) == [("._data", data)]

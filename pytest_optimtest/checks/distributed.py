@@ -151,6 +151,11 @@ def check_zero(case: Any, runs: Any) -> Verdict:
                     "moved_tolerances": round(moved, 3)})
 
 
+# Group keys ZeRO sets otherwise by its own construction (it hands each rank's optimizer groups of its own): no
+# hyperparameter, and no cause (GefenMuon's ZeRO red blamed its hyperparameters on them)
+ZERO_NAMES = ("param_names", "param_names_synthesized")
+
+
 def _hyperparameters_apart(unsharded: dict[str, Any], zero: Any) -> str | None:
     """Where the unsharded optimizer's groups end with other hyperparameters than ZeRO's (OptiRoulette scales
     the lr it is given, but not a group's own, which ZeRO's groups carry): why, in words."""
@@ -158,7 +163,7 @@ def _hyperparameters_apart(unsharded: dict[str, Any], zero: Any) -> str | None:
         return None
     apart = [f"group {i} {key}: unsharded {a[key]!r}, ZeRO {b.get(key)!r}"
              for i, (a, b) in enumerate(zip(unsharded["param_groups"], zero["param_groups"]))
-             for key in a if key != "params" and not isinstance(a[key], torch.Tensor) and a[key] != b.get(key)]
+             for key in a if key not in ("params", *ZERO_NAMES) and not isinstance(a[key], torch.Tensor) and a[key] != b.get(key)]
     if not apart:
         return None
     return ("the optimizer's groups end with other hyperparameters unsharded than under ZeRO (" + "; ".join(apart[:3])

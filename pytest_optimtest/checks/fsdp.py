@@ -66,10 +66,15 @@ def _tolerance(case: Any) -> Tolerance:
     return case.sections["fsdp"].tolerance or case.tolerance
 
 
-def _raised(case: Any, what: str, trained: Trained) -> None:
+def _raised(case: Any, what: str, trained: Trained, shard_shaped: Trained | None = None) -> None:
+    """Raise where the run raised; `shard_shaped`: the run whose state tells why (the eager sharded one's)."""
     if trained.error:
-        raise AssertionError(f"{case.id}: {what} raised on rank 0 (the same step over whole params in one process "
-                             f"does not): {trained.error}")
+        message = (f"{case.id}: {what} raised on rank 0 (the same step over whole params in one process "
+                   f"does not): {trained.error}")
+        told = shard_shaped or trained
+        if told.shard_shaped:  # a plain shard-shaped tensor met a DTensor: that state's root cause (checkpoint's too)
+            raise KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
+        raise AssertionError(message)
 
 
 def _other_grads(case: Any, run: FsdpRun) -> str | None:
@@ -102,7 +107,7 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
     if sharded_compiled is not None and sharded_compiled.error:
         unserved = runs.ladder(case).first_failure(("graph_captured", "compiled_steps"))
         if unserved is None:
-            _raised(case, "the compiled step over FSDP2-sharded (DTensor) params", sharded_compiled)
+            _raised(case, "the compiled step over FSDP2-sharded (DTensor) params", sharded_compiled, run.eager)
         sharded_compiled = None  # it fails over whole params too: the ladder's red, not the shards'
     other_grads = _other_grads(case, run)
     if other_grads:
