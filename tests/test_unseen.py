@@ -55,6 +55,7 @@ SPECS = {
     "lrcache": "optimizer: planted_unseen:TensorLrCacheSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
                "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
     "shardmomentum": "optimizer: planted_unseen:ShardMomentumSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\n",
+    "objectlazy": "optimizer: planted_unseen:WrappedStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "intflag": "optimizer: planted_unseen:IntFlagSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
     "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss, closure_graph_break]\n"
                       "laws: {descent: true}\n",
@@ -268,6 +269,9 @@ def test_parity_failures_name_their_mechanism_and_owner(session):
     lazy = _failure(out, "specs/lazy.yaml::lazystatesgd-default-cpu::parity")
     assert "diagnosis: torch's doing: in the compiled run state['buf'] of" in lazy
     assert "shares storage with 0.bias.grad" in lazy and "python -m pytest_optimtest.harness.diagnosis" in lazy
+    # the same aliasing, the state tensor an attribute of an object of the optimizer's own: no diagnosis before
+    nested = _failure(out, "specs/objectlazy.yaml::wrappedstatesgd-default-cpu::parity")
+    assert "diagnosis: torch's doing: in the compiled run state['momentum']._data of" in nested, nested
     noisy = _failure(out, "specs/noisy.yaml::noisysgd-default-cpu::parity")
     assert "diagnosis: the optimizer draws random numbers in its step" in noisy and "fallback_random: true" in noisy
     if tuple(int(n) for n in torch_version().split(".")) >= (2, 13):
@@ -863,7 +867,7 @@ def test_shard_shaped_state_is_found_inside_an_object_of_the_optimizers_own():
     DTensor) and checkpoint's (saved (5, 10), loaded (10, 10)) were two reds of one cause."""
     from planted_unseen import _QuantizedState
 
-    from pytest_optimtest.harness.fsdp_run import _tensors_in
+    from pytest_optimtest.harness.snapshot import tensors_in as _tensors_in
 
     data = torch.zeros(5, 10)
     found = _tensors_in({"exp_avg": _QuantizedState(data), "steps": [torch.ones(1)]})

@@ -252,7 +252,8 @@ def _storage_and_rng(run: Any, rerun: bool = True) -> list[str]:
         shown = "; ".join(aliased[:3]) + (f"; and {len(aliased) - 3} more" if len(aliased) > 3 else "")
         lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: inductor handed an "
                      "input back as the new state buffer (a buffer made lazily in step, e.g. zeros_like(p) then "
-                     "mul_().add_(grad)), so the next grad, or one zeroed in place, rewrites the optimizer's state; "
+                     "mul_().add_(grad)), so the next grad, or one zeroed in place, rewrites the optimizer's state (and "
+                     "where the step rebinds it, the graph compiled while the two aliased reads one for the other); "
                      "plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")
     if run.draws_random and not run.case.fallback_random:
         found = _rerun(replace(run.case, fallback_random=True), run.steps) if rerun else None

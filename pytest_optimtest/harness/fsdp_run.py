@@ -31,7 +31,7 @@ from .distributed_run import unavailable_reason as ranks_unavailable  # the same
 from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
-from .snapshot import SIMPLE, frozen_tensor, rebuilt, snapshot
+from .snapshot import SIMPLE, frozen_tensor, rebuilt, snapshot, tensors_in
 from .state_dict_layout import FOREIGN_LAYOUT, foreign_layout, state_dict_layout
 
 
@@ -252,29 +252,10 @@ def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler
     taken = snapshot(optimizer, {p: name for name, p in model.named_parameters()})
     shard_shaped = tuple(f"state[{name!r}][{key!r}]{inner} {tuple(value.shape)} of {tuple(p.shape)}"
                          for name, p in model.named_parameters() for key, entry in optimizer.state.get(p, {}).items()
-                         for inner, value in _tensors_in(entry) if torch_api.shard_shaped(p, value))
+                         for inner, value in tensors_in(entry) if torch_api.shard_shaped(p, value))
     return Trained(params=_portable(taken.params), state=_portable(taken.state), groups=_portable(taken.groups),
                    tensor_attributes=taken.tensor_attributes, shard_shaped=shard_shaped,
                    scheduler=scheduler.state_dict() if scheduler is not None else None)
-
-
-def _tensors_in(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:
-    """(where, tensor) for a state entry's tensors: itself, in its containers, and in the fields of an object
-    of the optimizer's own (flashoptim's quantized state keeps `_data`), two levels deep."""
-    if isinstance(value, torch.Tensor):
-        return [("", value)]
-    if depth >= 2:
-        return []
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, (list, tuple)):
-        items = list(enumerate(value))
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        items = [(f".{k}", v) for k, v in vars(value).items()]
-    else:
-        return []
-    return [(f"{k if str(k).startswith('.') else f'[{k!r}]'}{inner}", tensor)
-            for k, v in items for inner, tensor in _tensors_in(v, depth + 1)]
 
 
 def _portable(value: Any) -> Any:

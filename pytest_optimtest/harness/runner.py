@@ -111,7 +111,7 @@ class Run:
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up (or the run)
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
     perturbation_failure: PerturbationFailure | None = None  # the perturbation (or the step after it) that raised
-    aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad
+    aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad, after any step
     closure_calls: int = 0
     step_seconds: list[float] = field(default_factory=list)
     draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"
@@ -200,7 +200,7 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         result.snapshots.append(snapshot(optimizer, names))
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
     result.graph_breaks = result.graph_breaks or torch_api.graph_break_counts()
-    result.aliases = storage_aliases(optimizer, model)
+    result.aliases |= storage_aliases(optimizer, model)
     if regime.compiled and torch.device(case.device).type == "cuda":
         result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)
     if regime.perturb and not any(s.recompiles for s in result.compiles[result.warmup_steps:]):
@@ -296,6 +296,8 @@ class _Stepping:
             raise _Stopped from exc
         result.step_seconds.append(time.perf_counter() - start)
         result.compiles.append(compiles)
+        if i == 0:  # a lazily made buffer inductor handed back as an input is its first step's; rebound later, it misleads
+            result.aliases |= storage_aliases(self.optimizer, self.model)  # the guards of the steps after it
         self.drawn |= rngs.drawn_since(type(self.optimizer))
         if scheduler_from is not None and i + 1 >= scheduler_from:
             self._step_schedulers()

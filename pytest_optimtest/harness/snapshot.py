@@ -171,6 +171,25 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
     return OptimizerSnapshot(params, state, groups, attrs, tensor_attributes(optimizer, by_id))
 
 
+def tensors_in(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:
+    """(where, tensor) for a state entry's tensors: itself, in its containers, and in the fields of an object
+    of the optimizer's own (flashoptim's quantized state keeps `_data`), two levels deep."""
+    if isinstance(value, torch.Tensor):
+        return [("", value)]
+    if depth >= 2:
+        return []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = list(enumerate(value))
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        items = [(f".{k}", v) for k, v in vars(value).items()]
+    else:
+        return []
+    return [(f"{k if str(k).startswith('.') else f'[{k!r}]'}{inner}", tensor)
+            for k, v in items for inner, tensor in tensors_in(v, depth + 1)]
+
+
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
     """'state[key] of param shares storage with param.grad' for each state tensor that does."""
     owners: dict[int | None, str] = {}
@@ -182,9 +201,11 @@ def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[s
     names: dict[Any, str] = {p: n for n, p in model.named_parameters()}
     found = set()
     for param, state in getattr(opt, "state", {}).items():
-        for key, value in state.items() if isinstance(state, dict) else ():
-            if isinstance(value, torch.Tensor) and value.numel() and storage_pointer(value) in owners:
-                found.add(f"state[{key!r}] of {names.get(param, '?')} shares storage with {owners[storage_pointer(value)]}")
+        for key, entry in state.items() if isinstance(state, dict) else ():
+            for inner, value in tensors_in(entry):  # inside an object of its own too (flashoptim's quantized state)
+                if value.numel() and storage_pointer(value) in owners:
+                    found.add(f"state[{key!r}]{inner} of {names.get(param, '?')} shares storage with "
+                              f"{owners[storage_pointer(value)]}")
     return found
 
 
