@@ -194,12 +194,21 @@ _WANTS_CUDA = re.compile(r"\bcuda\b|is_cuda|\bgpus?\b|nvidia|active drivers", re
 
 
 def _names_cuda(problem: str) -> bool:
-    """Whether a probe's error (`one_line`, then `, at file:line in function`) says its code wants CUDA,
-    by its message or by the line that raised it."""
-    message, _, where = problem.partition(", at ")
-    found = re.match(r"(\S+):(\d+) in \S+$", where)
-    line = linecache.getline(found.group(1), int(found.group(2))) if found else ""
-    return bool(_WANTS_CUDA.search(message) or _WANTS_CUDA.search(line))
+    """Whether a probe's error (`_located`'s) says its code wants CUDA, by its message or by the line
+    that raised it."""
+    return bool(_WANTS_CUDA.search(problem.partition(", at ")[0]) or _WANTS_CUDA.search(_raising_line(problem)))
+
+
+def _located(exc: BaseException) -> str:
+    """A probe's error in one line, then `, at file:line in function` where the user's code raised it."""
+    where = blame(exc).where
+    return one_line(exc) + (f", at {where}" if where else "")
+
+
+def _raising_line(problem: str) -> str:
+    """The source line a `_located` problem names, or ''."""
+    found = re.search(r", at (\S+):(\d+) in \S+$", problem)
+    return linecache.getline(found.group(1), int(found.group(2))) if found else ""
 
 
 def _cpu_problems(cls: Any, kwargs: dict) -> tuple[list[str], tuple[str, Any] | None] | None:
@@ -212,8 +221,7 @@ def _cpu_problems(cls: Any, kwargs: dict) -> tuple[list[str], tuple[str, Any] | 
             try:
                 construct(cls, form, factory(), kwargs, "cpu")
             except Exception as exc:  # noqa: BLE001  # the constructor's verdict; the next form is tried
-                where = blame(exc).where
-                problems.append(one_line(exc) + (f", at {where}" if where else ""))
+                problems.append(_located(exc))
                 continue
             problem = _first_step_problem(cls, form, kwargs, factory)
             if problem is None:
@@ -473,7 +481,8 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
             return split, two_linear, [f"params:  # matrices to {required[0]}, the rest to {required[1]} (check which "
                                        "argument wants which)",
                                        f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}",
-                                       *(_step_arguments_skip(taken, stepped) if stepped is not None and taken else [])]
+                                       *(_skip_lines(f"its step requires arguments torch.optim's do not ({taken}): {stepped}",
+                                                     _step_arguments_reason(taken)) if stepped is not None and taken else [])]
         except Exception as exc:  # noqa: BLE001  # then say what to fill in
             return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
@@ -534,8 +543,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                                        f"({step_problem}): install it, then run init again for a spec that probed its step"]
     skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
     if skip is not None:
-        comment, reason = skip
-        lines += [f"skip:  # {comment}", f"  - {{reason: {json.dumps(reason)}}}"]
+        lines += _skip_lines(*skip)
         return form, factory, lines
     if step_problem:
         lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
@@ -552,7 +560,7 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     reason = f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}, and remove this skip"
     taken = _step_arguments(cls)
     if taken is not None:  # no params form would do: no run of the plugin's calls such a step
-        reason = f"its step takes {taken}, a protocol of its own (torch.optim's steps take a closure or nothing): not supported"
+        reason = _step_arguments_reason(taken)
     return "\n".join([
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *(["params: model"] if form == "model" else []), *form_lines,
@@ -610,8 +618,7 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
                 "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
     taken = _step_arguments(cls)
     if taken is not None:
-        comment, reason = _step_arguments_skip(taken, step_problem)
-        return comment.removeprefix("skip:  # "), json.loads(reason.removeprefix("  - {reason: ").removesuffix("}"))
+        return f"its step requires arguments torch.optim's do not ({taken}): {step_problem}", _step_arguments_reason(taken)
     wanted = _object_protocol(cls, form, kwargs)
     if wanted is not None:
         argument, problem = wanted
@@ -684,12 +691,15 @@ def _step_arguments(cls: type) -> str | None:
     return f"step({', '.join(p.name for p in parameters)})" if len(parameters) > 1 or tensor else None
 
 
-def _step_arguments_skip(taken: str, step_problem: str) -> list[str]:
-    """The spec's skip lines for a step that requires the arguments `taken` names."""
-    reason = (f"its step takes {taken}, a protocol of its own: torch.optim's steps take a closure or nothing, as the "
-              "plugin's runs give: not supported")
-    return [f"skip:  # its step requires arguments torch.optim's do not ({taken}): {step_problem}",
-            f"  - {{reason: {json.dumps(reason)}}}"]
+def _step_arguments_reason(taken: str) -> str:
+    """The skip reason for a step that requires the arguments `taken` names."""
+    return (f"its step takes {taken}, a protocol of its own: torch.optim's steps take a closure or nothing, as the "
+            "plugin's runs give: not supported")
+
+
+def _skip_lines(comment: str, reason: str) -> list[str]:
+    """The spec's `skip` rule for every test, with why in a comment."""
+    return [f"skip:  # {comment}", f"  - {{reason: {json.dumps(reason)}}}"]
 
 
 def _missing_module(problem: str) -> str | None:
@@ -705,8 +715,7 @@ def _missing_module(problem: str) -> str | None:
 def _raised_on_purpose(problem: str) -> bool:
     """Whether the line a step's error names is a `raise` statement of the optimizer's own (torch_constrained's
     "Need to call extrapolation before calling step."): a protocol it enforces, not an accident."""
-    found = re.search(r", at (\S+):(\d+) in \S+$", problem)
-    return found is not None and linecache.getline(found.group(1), int(found.group(2))).strip().startswith("raise ")
+    return _raising_line(problem).strip().startswith("raise ")
 
 
 def _object_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:
@@ -944,8 +953,7 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
             for _ in range(steps):
                 optimizer.step(loss) if closure else optimizer.step()
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
-        where = blame(exc).where
-        return 0.0, one_line(exc) + (f", at {where}" if where else "")
+        return 0.0, _located(exc)
     tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
     return max_movement(before, {n: p.detach() for n, p in model.named_parameters()}, tolerance), None
 
@@ -1164,8 +1172,7 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     try:
         step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
-        where = blame(exc).where if located else ""
-        return one_line(exc) + (f", at {where}" if where else "")
+        return _located(exc) if located else one_line(exc)
     return None
 
 

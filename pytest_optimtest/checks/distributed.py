@@ -128,12 +128,13 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     loaded, refused = load_into_plain(case, run.ranks[0].zero_state_dict)
     sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(
         "state", unsharded["state"], loaded["state"], tol, ("unsharded", "loaded"))))
-    cast = cast_on_load(case.dtype, sections[-1][1])
-    if cast and cast == sections[-1][1] and not any(problems for _, problems in sections[:-1]):
-        _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections,
-                STATE_CAST_ON_LOAD, STATE_CAST)  # the consolidated state's load alone: state_dict's root cause
+    header = f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:"
+    consolidated = sections[-1][1]
+    if consolidated and cast_on_load(case.dtype, consolidated) == consolidated \
+            and not any(problems for _, problems in sections[:-1]):  # the consolidated load's cast alone: state_dict's cause
+        _report(header, sections, STATE_CAST_ON_LOAD, STATE_CAST)
     try:
-        _report(f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:", sections)
+        _report(header, sections)
     except AssertionError as exc:
         coupled = coupling(case, 0)
         if coupled is None:

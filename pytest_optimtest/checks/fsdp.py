@@ -66,15 +66,12 @@ def _tolerance(case: Any) -> Tolerance:
     return case.sections["fsdp"].tolerance or case.tolerance
 
 
-def _raised(case: Any, what: str, trained: Trained, shard_shaped: Trained | None = None) -> None:
-    """Raise where the run raised; `shard_shaped`: the run whose state tells why (the eager sharded one's)."""
+def _raised(case: Any, what: str, trained: Trained, state_of: Trained | None = None) -> None:
+    """Raise where the run raised; `state_of`: the run whose state tells why (the eager sharded one's):
+    a plain shard-shaped tensor that met a DTensor is that state's root cause (checkpoint's too)."""
     if trained.error:
-        message = (f"{case.id}: {what} raised on rank 0 (the same step over whole params in one process "
-                   f"does not): {trained.error}")
-        told = shard_shaped or trained
-        if told.shard_shaped:  # a plain shard-shaped tensor met a DTensor: that state's root cause (checkpoint's too)
-            raise KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
-        raise AssertionError(message)
+        raise _red(f"{case.id}: {what} raised on rank 0 (the same step over whole params in one process "
+                   f"does not): {trained.error}", state_of or trained)
 
 
 def _other_grads(case: Any, run: FsdpRun) -> str | None:
@@ -135,11 +132,9 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
             if found and trained is not None], f"over {steps} one-process train steps")
     problems += recompiled
     if problems:
-        message = (f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on "
-                   f"{ws} {rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems))
-        if eager and run.eager.shard_shaped:
-            raise KnownCause(message + _shard_shaped(run.eager), SHARD_SHAPED_STATE)
-        raise AssertionError(message)
+        raise _red(f"{case.id}: after {steps} train steps, the optimizer over params sharded by FSDP2 on {ws} "
+                   f"{rank_backend(case)} ranks differs from it over whole params in one process:" + listed(problems),
+                   run.eager if eager else None)
     if sharded_compiled is not None and sharded_compiled.graphs == 0:  # half of what the check claims did not happen: not a pass
         raise Vacuous(f"{case.id}: vacuous: the eager step over FSDP2-sharded params matches one process, but torch.compile "
                       "captured no graph of the step over DTensor params, so the compiled comparison did not happen (where "
@@ -220,11 +215,9 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         # where every problem is a load that raised here, the error is the red's root cause (session.py): AdaBayes
         # divides by lr, and DCP's load steps at lr 0 as the param_groups law does: one red
         cause = raised[0] if len(raised) == len(problems) else None
-        message = (f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after "
-                   f"{steps} steps does not resume like the run that never stopped:" + listed(problems) + why)
-        if run.eager.shard_shaped:  # saved as each rank's plain tensor: it loads nowhere else (fsdp's red, the same cause)
-            raise KnownCause(message + _shard_shaped(run.eager), SHARD_SHAPED_STATE) from cause
-        raise AssertionError(message) from cause
+        # state saved as each rank's plain tensor loads nowhere else: fsdp's red, the same cause
+        raise _red(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after {steps} "
+                   "steps does not resume like the run that never stopped:" + listed(problems) + why, run.eager) from cause
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
     return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
@@ -234,6 +227,13 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
 
 
 SHARD_SHAPED_STATE = "its state is plain tensors of the ranks' shards"  # one red: fsdp's and checkpoint's
+
+
+def _red(message: str, told: Trained | None) -> AssertionError:
+    """The red of `message`: one root cause with the other regime's where `told`'s state is plain shard tensors."""
+    if told is None or not told.shard_shaped:
+        return AssertionError(message)
+    return KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
 
 
 def _shard_shaped(trained: Trained) -> str:

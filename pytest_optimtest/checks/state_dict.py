@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from ..harness import torch_api
@@ -36,15 +35,15 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                  for p in snapshot_differences(reference.final, resumed.final, case.tolerance, ("reference", "loaded"))]
     if problems:
         cast = bool(cast_on_load(case.dtype, problems))  # the cause ZeRO's consolidated load shows too: one red
-        raise (functools.partial(KnownCause, mechanism=STATE_CAST) if cast else AssertionError)(
-            f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the "
-                             "eager reference:" + listed(problems) + params_in_groups_diagnosis(
-                                 reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
-                                 "load they refer to copies of the saved optimizer's params, not to the loading one's")
-                             + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
-                             + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
-                             + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
-                             + (STATE_CAST_ON_LOAD if cast else ""))
+        message = (f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the "
+                     "eager reference:" + listed(problems) + params_in_groups_diagnosis(
+                         reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
+                         "load they refer to copies of the saved optimizer's params, not to the loading one's")
+                     + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
+                     + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
+                     + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
+                     + (STATE_CAST_ON_LOAD if cast else ""))
+        raise KnownCause(message, STATE_CAST) if cast else AssertionError(message)
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
     if len(after_load) > allowed and runs.compiled(case).unsettled:  # zij's AdaGC: an int `step` in its groups
         raise Blocked("blocked by recompile: the compiled step recompiles on every warm-up step without any load (the "

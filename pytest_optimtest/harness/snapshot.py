@@ -182,7 +182,7 @@ def tensors_in(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:
         items = list(value.items())
     elif isinstance(value, (list, tuple)):
         items = list(enumerate(value))
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
+    elif own_object(value):
         items = [(f".{k}", v) for k, v in vars(value).items()]
     else:
         return []
