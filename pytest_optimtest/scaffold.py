@@ -216,14 +216,15 @@ def _cpu_problems(cls: Any, kwargs: dict) -> tuple[list[str], tuple[str, Any] | 
     over the plugin's forms and models, one step a model (its first form that constructs); None as
     soon as one steps."""
     problems, constructed = [], None
-    for factory in (two_linear, two_linear_no_bias):
+    for factory in (two_linear, two_linear_no_bias, _bf16_two_linear):  # the last for a bf16-only constructor
+        dtype = torch.bfloat16 if factory is _bf16_two_linear else torch.float32
         for form in ("list", "named", "model"):
             try:
                 construct(cls, form, factory(), kwargs, "cpu")
             except Exception as exc:  # noqa: BLE001  # the constructor's verdict; the next form is tried
                 problems.append(_located(exc))
                 continue
-            problem = _first_step_problem(cls, form, kwargs, factory)
+            problem = _stepped(cls, form, kwargs, factory, steps=1, dtype=dtype)[1]
             if problem is None:
                 return None
             problems.append(problem)
@@ -281,8 +282,9 @@ def _cuda_only_spec(optimizer: str, cls: type, kwargs: dict, notes: list[str], n
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in notes],
         *([] if form == "list" else [f"params: {form}"]),
-        *([] if factory is two_linear else [f"model: pytest_optimtest.models:{factory.__name__}  # its constructor "
-                                            "refuses the default model's 1-D params"]),
+        *(["dtypes: [bfloat16]  # its constructor refuses float32 params and takes bf16 ones"] if factory is _bf16_two_linear
+          else [] if factory is two_linear else [f"model: pytest_optimtest.models:{factory.__name__}  # its constructor "
+                                                 "refuses the default model's 1-D params"]),
         f"# it needs CUDA, and init ran without a GPU: {problem}",
         "# run init again on a machine with one for a spec whose step was probed (closure, dtypes, shapes, laws)",
         "cases:", "  - name: default", "devices: [cuda]", ""])
@@ -296,6 +298,7 @@ def _scalar(value: Any) -> str:
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
 # TAdam's `iters` (a count, > 1) the integers.
 REQUIRED_GUESSES = (0.9, 0.1, 1.0, 10, 1000)
+APART_GUESSES = (-1.0, 1.0, 10.0)  # for required arguments that no equal guesses step: a range around the params
 COUNT_GUESSES = (10, 1000, 1)  # for an argument whose name says it counts (num_epochs, total_steps, iters)
 _COUNTS = re.compile(r"num|count|epoch|step|iter|batch|total|size")
 
@@ -326,6 +329,11 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
     fills = {name: _guesses(name)[0] for name in names}
     for name in names if not steps(fills) else ():  # one at a time, the others at the first guess
         fills[name] = next((g for g in _guesses(name) if steps({**fills, name: g})), _guesses(name)[0])
+    # values apart, ascending in the constructor's order, around the params (whose init lies within +-1): equal
+    # guesses make an empty range of bounds (torchzero's lb, ub), whose refusal a spec would show as the optimizer's
+    apart = {name: (sorted(COUNT_GUESSES) if _COUNTS.search(name) else APART_GUESSES)[min(i, 2)] for i, name in enumerate(names)}
+    if len(names) > 1 and not steps(fills) and (steps(apart) or _constructs(cls, "list", two_linear, {**kwargs, **apart})):
+        fills = apart
     if not steps(fills):
         if _constructs(cls, "list", two_linear, {**kwargs, **fills}):  # a spec that loads, its step's error shown by its runs
             return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor "
@@ -497,6 +505,13 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
     else:
+        half = next((f for f in ("list", "named", "model") if _constructs(cls, f, _bf16_two_linear, kwargs)), "")
+        if half:  # a bf16-only optimizer that says so in its constructor (mpadam's MPAdam)
+            lines = [*([] if half == "list" else [f"params: {half}"]),
+                     f"dtypes: [bfloat16]  # its constructor refuses float32 params and takes bf16 ones: {problems[half]}"]
+            step_problem = _stepped(cls, half, kwargs, two_linear, steps=1, dtype=torch.bfloat16)[1]
+            return half, two_linear, lines + ([f"# one step over bf16 params raises ({step_problem}): "
+                                               f"{_what_to_fill_in(step_problem)}"] if step_problem else [])
         form = next((f for f in ("list", "named", "model") if _constructs(cls, f, two_linear_no_bias, kwargs)), "")
         if not form:
             flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
@@ -507,9 +522,11 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                     return "model", None, [f"# its constructor takes a model, and refused the plugin's ({problems['model']})",
                                            "# model: yourpackage.testing:model_factory  # fill in: a model it takes, "
                                            "built on the device it is given"]
+                extra = _extra_positional(cls)
                 return "list", None, [
-                    f"# the constructor refused a list of params, named params and the model ({problems['list']}): "
-                    "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)"]
+                    f"# the constructor refused a list of params, named params and the model ({problems['list']}): " +
+                    (f"it takes positional arguments after its params (*{extra}), which a spec cannot give" if extra else
+                     "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)")]
             return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
                                          f"(it refuses a plain list: {problems['list']})",
                                          "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
@@ -558,6 +575,10 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     wanted = ("a model of its own kind: give `model:` a factory of one (called as factory(device=...))" if form == "model"
               else "params in a form init could not find: give `params` groups it takes (docs/specs.md)")
     reason = f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}, and remove this skip"
+    extra = _extra_positional(cls)
+    if extra is not None:  # torchzero's Optimizer(params, *modules): what it refused is the arguments, not the params
+        reason = (f"{cls.__name__} takes positional arguments after its params (*{extra}) and refused construction without "
+                  "them; a spec gives the constructor keyword arguments only: not supported")
     taken = _step_arguments(cls)
     if taken is not None:  # no params form would do: no run of the plugin's calls such a step
         reason = _step_arguments_reason(taken)
@@ -567,14 +588,25 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
         "cases:", "  - name: default", "devices: [cpu, cuda]", "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
 
 
+def _extra_positional(cls: type) -> str | None:
+    """The name of the constructor's *args, which no spec gives, or None."""
+    return next((p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.VAR_POSITIONAL), None)
+
+
 def _what_to_fill_in(step_problem: str) -> str:
     """What a spec could give a step that raised `step_problem` over the default model and params."""
-    if step_problem.startswith("KeyError"):  # a group key the step reads: Muon hybrids' use_muon
-        return "fill in `params` groups with the key it reads (e.g. [{min_ndim: 2, use_muon: true}, {use_muon: false}])"
+    if step_problem.startswith("KeyError"):  # a group key the step reads (Muon hybrids' use_muon), or a dict of its own
+        key = step_problem.partition(", at ")[0].removeprefix("KeyError: ")
+        return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
+                "use_muon so: [{min_ndim: 2, use_muon: true}, {use_muon: false}]); where not, the error is the optimizer's own")
     if any(word in step_problem for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
         return "fill in a `model` whose params it steps, or `params` groups that select them"
     return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
             "it needs, if it needs more than the defaults")
+
+
+def _bf16_two_linear(device: str = "cpu") -> torch.nn.Module:
+    return two_linear(device=device).to(torch.bfloat16)
 
 
 def _constructs(cls: type, form: str, factory: Any, kwargs: dict) -> bool:

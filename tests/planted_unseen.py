@@ -890,3 +890,43 @@ class WrappedStateSGD(PlainSGD):
                     state["momentum"] = _QuantizedState(torch.zeros_like(p))
                 state["momentum"]._data = state["momentum"]._data * 0.9 + p.grad
                 p.add_(state["momentum"]._data, alpha=-group["lr"])
+
+
+class PartialNormSGD(PlainSGD):
+    """SGD scaled by the grads' global norm read as a Python number (H3's Lipschitz estimate): over FSDP2's
+    DTensor params, `g.norm().item()` is each rank's norm of its own shard."""
+
+    def _update(self) -> None:
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        scale = 1.0 / (1.0 + sum(float(g.norm().item()) ** 2 for g in grads) ** 0.5)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] * scale)
+
+
+class Bf16ConstructorSGD(PlainSGD):
+    """Mixed-precision Adam's constructor (mpadam's MPAdam): it refuses params that are not half precision."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        if any(p.dtype not in (torch.float16, torch.bfloat16) for g in self.param_groups for p in g["params"]):
+            raise ValueError("Weight type should be either float16 or bfloat16")
+
+
+class Bf16GpuSGD(Bf16ConstructorSGD):
+    """mpadam's MPAdam whole: bf16 params only, and a step that moves its master weights to the GPU."""
+
+    def _update(self) -> None:
+        if any(not p.is_cuda for g in self.param_groups for p in g["params"]):
+            raise RuntimeError("Weights should be on gpu")
+        super()._update()
+
+
+class ModularSGD(PlainSGD):
+    """torchzero's Optimizer(params, *modules): the update is the chain of modules given after the params."""
+
+    def __init__(self, params, *modules, lr=0.1):
+        if not modules:
+            raise RuntimeError("Empty list of modules passed to `ModularSGD`")
+        super().__init__(params, lr)

@@ -333,7 +333,8 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
     ("planted_run_model:LossClosureSGD", ["backward: by_step  # its step differentiates the loss its closure returns",
                                           "psgd's protocol", "closure: [true]"], ["fill in `params`", "skip:"]),
-    ("planted_run_model:WarmupFirstSGD", ["# one step over the default model raises (KeyError: 'gsnr', at ", "planted_run_model.py:"],
+    ("planted_run_model:WarmupFirstSGD", ["# one step over the default model raises (KeyError: 'gsnr', at ", "planted_run_model.py:",
+                                          "where it reads 'gsnr' from its param groups, fill in `params` groups that set it"],
      ["skip:", "psgd's protocol", "left out: tensor_lr", "zero_lr: left out"]),  # a step that moves nothing without grads does not
     # differentiate the closure's loss; and a tensor lr raising the default case's own error is no refusal of it
     ("planted_run_model:SwallowingSGD", ["# left out of the laws and properties: foreach, maximize: the constructor accepts it"],

@@ -55,6 +55,7 @@ SPECS = {
     "lrcache": "optimizer: planted_unseen:TensorLrCacheSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
                "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
     "shardmomentum": "optimizer: planted_unseen:ShardMomentumSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\n",
+    "partialnorm": "optimizer: planted_unseen:PartialNormSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp, checkpoint]\n",
     "objectlazy": "optimizer: planted_unseen:WrappedStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "intflag": "optimizer: planted_unseen:IntFlagSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
     "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss, closure_graph_break]\n"
@@ -164,6 +165,16 @@ def test_state_kept_as_plain_tensors_of_the_shards_is_one_red_in_fsdp_and_checkp
     assert "the same error in fsdp: its state is plain tensors of the ranks' shards" in out
     assert "diagnosis: its state is plain tensors of the ranks' shards, not DTensors (state['0.weight']['momentum'] (5, 10) " \
            "of (10, 10)" in out
+
+
+def test_a_number_read_off_a_partial_dtensor_is_named_where_the_step_reads_it(session):
+    out, _ = session  # h3-optimizer's Lipschitz estimate: float(g.norm(2).item() ** 2) over FSDP2's DTensor grads
+    outcomes = {check: _outcome(out, f"specs/partialnorm.yaml::partialnormsgd-default-cpu::{check}")
+                for check in ("fsdp", "checkpoint")}
+    assert outcomes == {"fsdp": "FAILED", "checkpoint": "SKIPPED"}, outcomes
+    assert re.search(r"diagnosis: its step reads a Python number \(item\(\), float\(\)\) off a DTensor that is a partial "
+                     r"reduction, not yet reduced across the ranks \(\S*planted_unseen\.py:\d+ in <genexpr>: "
+                     r"`scale = 1\.0 / \(1\.0 \+ sum\(float\(g\.norm\(\)\.item\(\)\)", out)
 
 
 def test_state_cast_by_torchs_load_is_one_red_in_state_dict_and_zero(session):
@@ -818,6 +829,7 @@ def test_init_gives_an_optimizer_whose_defaults_need_cuda_its_cpu_switches_and_a
 @pytest.mark.parametrize("optimizer, said", [
     ("planted_unseen:CudaKernelSGD", r"Unsupported: Observed exception, at .*planted_unseen\.py:\d+ in _cuda_kernel"),
     ("planted_unseen:NoDriverSGD", r"RuntimeError: 0 active drivers \(\[\]\)\. There should only be one\., at "),
+    ("planted_unseen:Bf16GpuSGD", r"RuntimeError: Weights should be on gpu, at .*planted_unseen\.py:\d+ in _update"),
 ])
 def test_init_writes_a_cuda_only_spec_for_an_optimizer_that_needs_cuda_to_step(tmp_path, capsys, optimizer, said):
     """muonium's Muon, and Triton's kernels ("0 active drivers"): init called them the optimizer's own error and a
@@ -831,6 +843,37 @@ def test_init_writes_a_cuda_only_spec_for_an_optimizer_that_needs_cuda_to_step(t
     assert re.search(r"# it needs CUDA, and init ran without a GPU: " + said, text), text
     assert "devices: [cuda]" in text and "\nskip:" not in text and "laws on by default failed" not in capsys.readouterr().out
     assert [case.device for case in cases_from(tmp_path, text)] == ["cuda"]  # the spec loads; its one case is CUDA's
+
+
+def test_init_finds_an_optimizer_whose_constructor_takes_bf16_params_only(tmp_path, capsys):
+    """mpadam's MPAdam and MPAdamW: "Weight type should be either float16 or bfloat16" in the constructor read as
+    "refused every params form", and init skipped every item."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:Bf16ConstructorSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "dtypes: [bfloat16]  # its constructor refuses float32 params and takes bf16 ones: ValueError: Weight type " \
+           "should be either float16 or bfloat16" in text, text
+    assert "\nskip:" not in text and "refused every params form" not in text
+    cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    assert cases and {case.dtype for case in cases if hasattr(case, "dtype")} == {"bfloat16"}  # fuzz's cases have none
+    assert not any(case.skip for case in cases)
+
+
+def test_init_says_a_constructor_wants_positional_arguments_no_spec_gives(tmp_path, capsys):
+    """torchzero's Optimizer(params, *modules): init's skip told the user to fill in `params` groups."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:ModularSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "it takes positional arguments after its params (*modules), which a spec cannot give" in text, text
+    assert "ModularSGD takes positional arguments after its params (*modules) and refused construction" in text
+    assert "fill in `params`" not in text
+    assert all(case.skip for case in cases_from(tmp_path, text))  # it loads, and says why nothing runs
 
 
 def test_a_traced_codes_own_error_points_at_its_line_and_is_its_doing():

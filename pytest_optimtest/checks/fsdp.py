@@ -230,10 +230,22 @@ SHARD_SHAPED_STATE = "its state is plain tensors of the ranks' shards"  # one re
 
 
 def _red(message: str, told: Trained | None) -> AssertionError:
-    """The red of `message`: one root cause with the other regime's where `told`'s state is plain shard tensors."""
+    """The red of `message`, with what `told` (the eager sharded run) says of why: numbers its step read off
+    partial DTensors; state kept as plain shard tensors, one root cause with the other regime's."""
+    if told is not None and told.partial_reads:
+        message += _partial_reads(told)
     if told is None or not told.shard_shaped:
         return AssertionError(message)
     return KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
+
+
+def _partial_reads(trained: Trained) -> str:
+    shown = "; ".join(trained.partial_reads[:2]) + (f" and {len(trained.partial_reads) - 2} more" if len(trained.partial_reads) > 2 else "")
+    return ("\n  diagnosis: its step reads a Python number (item(), float()) off a DTensor that is a partial reduction, not "
+            f"yet reduced across the ranks ({shown}): DTensor gives each rank its own partial value there (a norm or sum "
+            "of the rank's shard), not the whole tensor's, so each rank steps with a number one process never computes: "
+            "the optimizer's doing under FSDP2 (take .full_tensor() of the reduction before reading it), met through "
+            "DTensor's semantics (torch's)")
 
 
 def _shard_shaped(trained: Trained) -> str:

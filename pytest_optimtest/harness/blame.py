@@ -178,11 +178,13 @@ def _optimizer_init_skipped(exc: BaseException, frames: list[traceback.FrameSumm
 
 
 
-def optimizer_frame(stack: list[traceback.FrameSummary]) -> str:
-    """The innermost frame of the optimizer's own code on `stack`, as file:line in function ('' if none)."""
+def optimizer_frame(stack: list[traceback.FrameSummary], code: bool = False) -> str:
+    """The innermost frame of the optimizer's own code on `stack`, as file:line in function ('' if none);
+    `code`: with its source line."""
     for frame in reversed(stack):
         if _kind(frame.filename) == "optimizer":
-            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+            line = f": `{frame.line.strip()}`" if code and frame.line else ""
+            return f"{frame.filename}:{frame.lineno} in {frame.name}{line}"
     return ""
 
 

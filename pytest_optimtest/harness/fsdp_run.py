@@ -22,7 +22,7 @@ import torch
 
 from ..spec.case import Case
 from . import torch_api
-from .blame import blame, mechanism, one_line, root_cause
+from .blame import blame, mechanism, one_line, optimizer_frame, root_cause
 from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
                       step_grad_mode, step_scheduler, zero_grads)
 from .devices import seed_all
@@ -44,6 +44,7 @@ class Trained:
     groups: list[dict[str, Any]] = field(default_factory=list)  # param groups, less their params
     tensor_attributes: tuple[str, ...] = ()  # state kept as attributes of state tensors (snapshot.tensor_attributes)
     shard_shaped: tuple[str, ...] = ()  # state entries that are plain tensors of a DTensor param's shard, with shapes
+    partial_reads: tuple[str, ...] = ()  # eager: where its step read a number off a partial DTensor (torch_api.partial_scalar_reads)
     scheduler: dict[str, Any] | None = None  # the LR scheduler's state_dict
     first_grads: dict[str, torch.Tensor] = field(default_factory=dict)  # the grads the first step was given, whole
     recompiles: list[str] = field(default_factory=list)  # compiled: dynamo's message for each recompile
@@ -177,10 +178,13 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
         return Trained(unshardable=f"{type(exc).__name__}: {exc}")
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
-    step = compile_step(optimizer, backend=rank_ordered_inductor(rank, payload.run_key)) if payload.compiled else optimizer.step
+    reads: list[list[traceback.FrameSummary]] = []
+    step = (compile_step(optimizer, backend=rank_ordered_inductor(rank, payload.run_key)) if payload.compiled else
+            _watching_partial_reads(optimizer.step, reads))
     iterations = case.distributed.iterations
     first_grads = _train(case, model, optimizer, step, scheduler, payload.batches[:iterations])
-    trained = replace(_trained(model, optimizer, scheduler), first_grads=first_grads)
+    partial_reads = tuple(dict.fromkeys(optimizer_frame(stack, code=True) or "torch's code" for stack in reads))
+    trained = replace(_trained(model, optimizer, scheduler), first_grads=first_grads, partial_reads=partial_reads)
     if payload.checkpoint:
         try:
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
@@ -194,6 +198,16 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)
         trained.continued = _trained(model, optimizer, scheduler)
     return trained
+
+
+def _watching_partial_reads(step: Callable[[], Any], found: list[list[traceback.FrameSummary]]) -> Callable[[], Any]:
+    """The eager step, recording where it reads a Python number off a partial DTensor (a norm of a shard)."""
+    def watched() -> Any:
+        with torch_api.partial_scalar_reads() as reads:
+            result = step()
+        found.extend(reads)
+        return result
+    return watched
 
 
 def _resume(payload: _Resume, mesh: Any) -> Trained:

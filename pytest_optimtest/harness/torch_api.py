@@ -527,6 +527,27 @@ def shard_shaped(param: torch.Tensor, value: Any) -> bool:
             and value.dim() > 0 and value.shape == param.to_local().shape and value.shape != param.shape)
 
 
+@contextlib.contextmanager
+def partial_scalar_reads() -> Iterator[list[list[traceback.FrameSummary]]]:
+    """Record the stack of each Python number read (item(), float(), int(), bool(), tolist()) off a
+    DTensor whose placements include Partial: a reduction (a norm, a sum) over a sharded tensor that
+    is not yet reduced across ranks, whose read gives each rank its own partial value."""
+    from torch.distributed.tensor import DTensor
+    from torch.overrides import TorchFunctionMode
+
+    reads = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__float__, torch.Tensor.__int__, torch.Tensor.__bool__)
+    found: list[list[traceback.FrameSummary]] = []
+
+    class PartialReads(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if func in reads and args and isinstance(args[0], DTensor) and any(p.is_partial() for p in args[0].placements):
+                found.append(traceback.extract_stack()[:-1])
+            return func(*args, **(kwargs or {}))
+
+    with PartialReads():
+        yield found
+
+
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     """A DTensor gathered whole; any other tensor as it is."""
     from torch.distributed.tensor import DTensor

@@ -76,7 +76,8 @@ def expand(spec: Spec | HookOrderSpec | HookOrderFuzzSpec, locator: Locator, che
                 continue
             for combo, grid_values in enumerate(_grid(spec, device)):
                 kwargs = {**spec.kwargs, **entry.kwargs, **grid_values}
-                _check_constructor(optimizer_cls, kwargs, spec, where, locator, constructs_here=device == "cpu")
+                _check_constructor(optimizer_cls, kwargs, spec, where, locator, constructs_here=device == "cpu",
+                                   dtype=(entry.dtypes or spec.dtypes)[0])
                 closures = entry.closure or spec.closure
                 for scheduler, closure, dtype in itertools.product(_scheduler_names(entry, schedulers), closures,
                                                                    entry.dtypes or spec.dtypes):
@@ -392,10 +393,11 @@ _constructed: dict[tuple[type, str, str, str], str | None] = {}
 
 
 def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator,
-                       constructs_here: bool = True) -> None:
-    """The optimizer's constructor must accept these kwargs (checked once per distinct set). The
-    constructor runs over CPU params only for a CPU case: a case of another device may need it (FlashAdam's
-    defaults refuse to construct without CUDA); its run says what it refuses there."""
+                       constructs_here: bool = True, dtype: str = "float32") -> None:
+    """The optimizer's constructor must accept these kwargs (checked once per distinct set), over params
+    of the case's first dtype (mpadam's MPAdam takes bf16 ones only). The constructor runs over CPU params
+    only for a CPU case: a case of another device may need it (FlashAdam's defaults refuse to construct
+    without CUDA); its run says what it refuses there."""
     for key in kwargs:
         if not takes_keyword(cls, key):
             names = [n for n in inspect.signature(cls).parameters if n not in ("self", "params")]
@@ -425,12 +427,12 @@ def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tup
                                             f"({KWARG_OBJECTS})")
     if not constructs_here:
         return
-    memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model)
+    memo_key = (cls, repr(sorted(kwargs.items())), repr(spec.params), spec.model, dtype)
     if memo_key not in _constructed:
         from ..harness.isolation import rngs_kept  # torch loads only where a constructor runs: loading a spec stays light
 
         with rngs_kept(cls):  # a constructor that draws (spectral-norm vectors) draws nothing of the user's
-            _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model)
+            _constructed[memo_key] = _construct_problem(cls, kwargs, spec.params, spec.model, dtype)
     problem = _constructed[memo_key]
     if problem and problem.startswith(PARAMS_FORM):
         declared = isinstance(locator.root, Mapping) and "params" in locator.root
@@ -448,7 +450,7 @@ def _skips_everything(spec: Spec) -> bool:
 PARAMS_FORM = "params form: "  # a construction problem that another `params` form solves
 
 
-def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path: str) -> str | None:
+def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path: str, dtype: str = "float32") -> str | None:
     """Why `cls(params, **kwargs)` raises, or None. A list of params that the constructor refuses,
     where named params or the model itself are taken, is the spec's `params` form at fault."""
     import torch
@@ -466,6 +468,8 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
         model: Any = [("weight", torch.nn.Parameter(torch.zeros(2, 2)))] if loose else _model_or_none(model_path)
         if model is None:  # the spec's model cannot be built here: the run will say why
             return None
+        model = ([(name, torch.nn.Parameter(p.to(getattr(torch, dtype)))) for name, p in model] if loose else
+                 model.to(getattr(torch, dtype)))
         try:
             construct(cls, form, model, build_kwargs(given, "cpu"), "cpu")
         except Exception as exc:  # any constructor error is the spec's fault, reported as such
