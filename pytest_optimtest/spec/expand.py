@@ -389,7 +389,7 @@ def _check_values(kwargs: dict[str, Any], where: tuple, locator: Locator) -> Non
             raise locator.error((*where, key), problem)
 
 
-_constructed: dict[tuple[type, str, str, str], str | None] = {}
+_constructed: dict[tuple[type, str, str, str, str], str | None] = {}
 
 
 def _check_constructor(cls: type, kwargs: dict[str, Any], spec: Spec, where: tuple, locator: Locator,
