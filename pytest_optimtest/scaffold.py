@@ -16,8 +16,10 @@ import inspect
 import json
 import linecache
 import re
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,37 @@ DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 _PROBE_BACKWARD: contextvars.ContextVar[str] = contextvars.ContextVar("probe_backward", default="plain")
 # a step that moves the params only given a closure (a gradient-free one that evaluates it): every probe gives one
 _PROBE_CLOSURE: contextvars.ContextVar[bool] = contextvars.ContextVar("probe_closure", default=False)
+
+
+# A probe's steps run this long at most: a step that searches globally (torchzero's ScipyDE over the 220 params of
+# the plugin's model) ran for minutes in each of init's dozens of probes. Once one ran out, every later probe of the
+# spec answers with that at once, and the spec skips: every run of the step would time out the same way.
+PROBE_SECONDS = 30.0
+_PROBE_SLOW: contextvars.ContextVar[str | None] = contextvars.ContextVar("probe_slow", default=None)
+
+
+class ProbeTimeout(Exception):
+    """A probe's steps ran past PROBE_SECONDS."""
+
+
+@contextlib.contextmanager
+def _time_bounded() -> Iterator[None]:
+    """Raise ProbeTimeout in the code running when PROBE_SECONDS have passed (SIGALRM: init's main
+    thread; elsewhere unbounded)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise ProbeTimeout(f"one step ran past {PROBE_SECONDS:g} s, and init stopped it")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def starter_spec(optimizer: str) -> tuple[str, str]:
@@ -96,6 +129,14 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     form, factory, form_lines = _params_form(probe, guessed, wraps[0] if wraps else None)
     if factory is None:  # nothing to probe: no params form or model of the plugin's constructs it
         return f"{name}.yaml", _unconstructible_spec(optimizer, cls, guessed, form, form_lines)
+    slow = _PROBE_SLOW.get()
+    if slow is not None:  # every probe after would wait as long: a spec that skips, saying why
+        lines = form_lines if any(line.startswith("skip:") for line in form_lines) else [*form_lines, *_skip_lines(*_too_slow(slow))]
+        shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in {**guessed, **fills}.items())
+        return f"{name}.yaml", "\n".join([
+            f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in fill_notes], *lines,
+            "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
     _PROBE_BACKWARD.set(next((line.split()[1] for line in form_lines if line.startswith("backward: ")), "plain"))
     _PROBE_CLOSURE.set(_moves_only_given_closure(probe, form, guessed, factory))
     seeded = _seed_fill(probe, form, guessed, factory)
@@ -620,6 +661,8 @@ def _constructs(cls: type, form: str, factory: Any, kwargs: dict) -> bool:
 def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple[str, str] | None:
     """(comment, skip reason) where the step needs what no plugin run gives it: sparse grads, a process
     group, a closure protocol of its own; None where filling in params or a model may do."""
+    if step_problem.startswith(ProbeTimeout.__name__):
+        return _too_slow(step_problem)
     if _steps_sparse_grads_only(cls, form, kwargs):
         return (f"its step refuses dense grads ({step_problem}) and steps sparse ones",
                 "a sparse-gradient optimizer: the plugin's models give dense grads (sparse ones, as "
@@ -727,6 +770,13 @@ def _step_arguments_reason(taken: str) -> str:
     """The skip reason for a step that requires the arguments `taken` names."""
     return (f"its step takes {taken}, a protocol of its own: torch.optim's steps take a closure or nothing, as the "
             "plugin's runs give: not supported")
+
+
+def _too_slow(problem: str) -> tuple[str, str]:
+    """(comment, skip reason) for a step that ran past PROBE_SECONDS."""
+    return (f"its step does not finish in time: {problem}",
+            f"one step over the plugin's model (two Linear(10, 10), 220 params) ran past {PROBE_SECONDS:g} s: every "
+            "run would time out; give it a `model` it steps quickly (a smaller one) and remove this skip")
 
 
 def _skip_lines(comment: str, reason: str) -> list[str]:
@@ -970,6 +1020,9 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
     """`_stepped`'s one try, with or without a closure that makes grads by `backward` (default: the
     protocol init found)."""
     backward = backward or _PROBE_BACKWARD.get()
+    slow = _PROBE_SLOW.get()
+    if slow is not None:
+        return 0.0, slow
     torch.manual_seed(0)
     model = factory().to(dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -981,9 +1034,12 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
         loss.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
 
         loss()
-        with torch.set_grad_enabled(grad):
+        with torch.set_grad_enabled(grad), _time_bounded():
             for _ in range(steps):
                 optimizer.step(loss) if closure else optimizer.step()
+    except ProbeTimeout as exc:
+        _PROBE_SLOW.set(_located(exc))
+        return 0.0, _located(exc)
     except Exception as exc:  # the optimizer's verdict on this model and these kwargs
         return 0.0, _located(exc)
     tolerance = DEFAULT_TOLERANCES[str(dtype).removeprefix("torch.")]
@@ -1317,7 +1373,9 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
         print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
         return 1
-    runnable = next((case for case in cases if unavailable_reason(case.device) is None), None)  # a CUDA-only spec's: none here
+    # a CUDA-only spec's: none here; nor a case whose skip says its runs cannot be done (a step past PROBE_SECONDS)
+    runnable = next((case for case in cases if unavailable_reason(case.device) is None and hasattr(case, "checks")
+                     and set(case.checks) - set(case.skip)), None)
     seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
     if seen:
         path.write_text(text + "\n".join(seen) + "\n")
@@ -1335,7 +1393,7 @@ def _laws_on_by_default_failing(registry: Any, case: Any) -> list[str]:
     runs, failing = RunCache(), []
     for law in ON_BY_DEFAULT:
         check = registry.get(f"law_{law}")
-        if check is None or check.name not in case.checks:
+        if check is None or check.name not in case.checks or check.name in case.skip:
             continue
         try:
             check.run(case, runs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import time
 
 import torch
 
@@ -930,3 +931,13 @@ class ModularSGD(PlainSGD):
         if not modules:
             raise RuntimeError("Empty list of modules passed to `ModularSGD`")
         super().__init__(params, lr)
+
+
+class SlowSearchSGD(PlainSGD):
+    """A global search in every step (torchzero's ScipyDE over the model's 220 params): minutes a step."""
+
+    def _update(self) -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        super()._update()

@@ -542,7 +542,7 @@ def test_init_says_what_to_fill_in_when_no_params_form_or_model_steps(tmp_path):
 
     _, text = starter_spec("planted_unseen:MuonStyleSGD")
     assert "# one step over the default model raises (KeyError: 'use_muon', at " in text
-    assert "planted_unseen.py:" in text and "in _update): fill in `params` groups" in text  # where it raised, the optimizer's line
+    assert "planted_unseen.py:" in text and "in _update): where it reads 'use_muon' from its param groups, fill in `params` groups that set it" in text  # where it raised, the optimizer's line
 
 
 def test_init_calls_a_steps_own_error_the_optimizers_and_says_params_only_for_what_params_can_give(tmp_path):
@@ -874,6 +874,25 @@ def test_init_says_a_constructor_wants_positional_arguments_no_spec_gives(tmp_pa
     assert "ModularSGD takes positional arguments after its params (*modules) and refused construction" in text
     assert "fill in `params`" not in text
     assert all(case.skip for case in cases_from(tmp_path, text))  # it loads, and says why nothing runs
+
+
+def test_init_stops_a_probe_whose_step_runs_for_minutes_and_the_spec_says_why(tmp_path, capsys, monkeypatch):
+    """torchzero's ScipyDE, given bounds around the params, searched for minutes in each of init's probes: init ran
+    past ten minutes."""
+    import time
+
+    from helpers import cases_from
+
+    from pytest_optimtest import scaffold
+
+    monkeypatch.setattr(scaffold, "PROBE_SECONDS", 1.0)
+    start = time.monotonic()
+    assert scaffold.write_starter_spec("planted_unseen:SlowSearchSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    assert time.monotonic() - start < 60
+    text = (tmp_path / "init.yaml").read_text()
+    assert "skip:  # its step does not finish in time: ProbeTimeout: one step ran past 1 s, and init stopped it" in text, text
+    assert "one step over the plugin's model (two Linear(10, 10), 220 params) ran past 1 s: every run would time out" in text
+    assert all(case.skip for case in cases_from(tmp_path, text))
 
 
 def test_a_traced_codes_own_error_points_at_its_line_and_is_its_doing():
