@@ -55,8 +55,8 @@ PROBE_SECONDS = 30.0
 _PROBE_SLOW: contextvars.ContextVar[str | None] = contextvars.ContextVar("probe_slow", default=None)
 
 
-class ProbeTimeout(Exception):
-    """A probe's steps ran past PROBE_SECONDS."""
+class ProbeTimeout(BaseException):
+    """A probe's steps ran past PROBE_SECONDS (no Exception: an optimizer's `except Exception` does not swallow it)."""
 
 
 @contextlib.contextmanager
@@ -71,7 +71,7 @@ def _time_bounded() -> Iterator[None]:
         raise ProbeTimeout(f"one step ran past {PROBE_SECONDS:g} s, and init stopped it")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS)
+    signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS, 1.0)  # and each second after, should the code swallow one
     try:
         yield
     finally:
@@ -841,14 +841,17 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
 
         def closure(*args: Any, **named: Any) -> torch.Tensor:
             calls.append((args, named))
+            if args or named:  # the answer: the rest of the step (ScipyDE's whole search) need not run
+                raise ProbeTimeout("the closure's arguments are seen")
             with torch.enable_grad():
                 zero_grads(optimizer, model.parameters)
                 value = model(batch).pow(2).sum()
                 value.backward()
             return value
 
-        optimizer.step(closure)
-    except Exception:  # noqa: BLE001  # what the step did with its closure is the answer, not whether it finished
+        with _time_bounded():
+            optimizer.step(closure)
+    except (Exception, ProbeTimeout):  # noqa: BLE001  # what the step did with its closure is the answer, not whether it finished
         pass
     args, named = next(((a, n) for a, n in calls if a or n), ((), {}))
     shown = [*map(_brief, args), *(f"{k}={_brief(v)}" for k, v in named.items())]
