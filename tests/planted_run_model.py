@@ -977,3 +977,20 @@ class NoStateWrapper:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none)
+
+
+class BoundedSearchSGD(PlainSGD):
+    """torchzero's ScipyDualAnnealing: required bounds, refused as an empty range, and a step that calls its
+    closure with `backward=False` (a protocol of its own)."""
+
+    def __init__(self, params, lb: float, ub: float, lr=0.1):
+        super().__init__(params, lr)
+        self.bounds = (lb, ub)
+
+    def step(self, closure=None):
+        if not self.bounds[0] < self.bounds[1]:
+            raise ValueError("Bounds are not consistent min < max")
+        if closure is None:
+            raise TypeError("BoundedSearchSGD.step requires a closure")
+        closure(False)
+        return super().step()
