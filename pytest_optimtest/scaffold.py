@@ -132,11 +132,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     slow = _PROBE_SLOW.get()
     if slow is not None:  # every probe after would wait as long: a spec that skips, saying why
         lines = form_lines if any(line.startswith("skip:") for line in form_lines) else [*form_lines, *_skip_lines(*_too_slow(slow))]
-        shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in {**guessed, **fills}.items())
-        return f"{name}.yaml", "\n".join([
-            f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
-            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in fill_notes], *lines,
-            "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
+        return f"{name}.yaml", "\n".join([*_head(optimizer, cls, {**guessed, **fills}, fill_notes), *lines,
+                                          "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
     _PROBE_BACKWARD.set(next((line.split()[1] for line in form_lines if line.startswith("backward: ")), "plain"))
     _PROBE_CLOSURE.set(_moves_only_given_closure(probe, form, guessed, factory))
     seeded = _seed_fill(probe, form, guessed, factory)
@@ -312,16 +309,22 @@ def _cuda_defaults_case(defaults: dict[str, Any], switches: dict[str, Any], prob
             f"    kwargs: {{{shown}}}", "    devices: [cuda]"]
 
 
+def _head(optimizer: str, cls: type, kwargs: dict, notes: list[str]) -> list[str]:
+    """The first lines of a spec that init writes without probing the step further: who wrote it, the
+    optimizer, its kwargs and the notes on them."""
+    shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in kwargs.items())
+    return [f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in notes]]
+
+
 def _cuda_only_spec(optimizer: str, cls: type, kwargs: dict, notes: list[str], need: tuple[str, Any]) -> str:
     """A spec that loads for an optimizer that needs CUDA on a machine without it: its cases run on
     cuda, over the params form and model it constructed with; init, run where there is a GPU, probes
     its step for the rest."""
     problem, constructed = need
     form, factory = constructed or ("list", two_linear)
-    shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in kwargs.items())
     return "\n".join([
-        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
-        f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in notes],
+        *_head(optimizer, cls, kwargs, notes),
         *([] if form == "list" else [f"params: {form}"]),
         *(["dtypes: [bfloat16]  # its constructor refuses float32 params and takes bf16 ones"] if factory is _bf16_two_linear
           else [] if factory is two_linear else [f"model: pytest_optimtest.models:{factory.__name__}  # its constructor "
