@@ -531,21 +531,31 @@ def shard_shaped(param: torch.Tensor, value: Any) -> bool:
 def partial_scalar_reads() -> Iterator[list[list[traceback.FrameSummary]]]:
     """Record the stack of each Python number read (item(), float(), int(), bool(), tolist()) off a
     DTensor whose placements include Partial: a reduction (a norm, a sum) over a sharded tensor that
-    is not yet reduced across ranks, whose read gives each rank its own partial value."""
+    is not yet reduced across ranks, whose read gives each rank its own partial value. The reads are
+    wrapped on DTensor alone, so no other op (nor the error it raises) passes through the plugin."""
     from torch.distributed.tensor import DTensor
-    from torch.overrides import TorchFunctionMode
 
-    reads = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__float__, torch.Tensor.__int__, torch.Tensor.__bool__)
     found: list[list[traceback.FrameSummary]] = []
+    names = ("item", "tolist", "__float__", "__int__", "__bool__")
+    own = {name: DTensor.__dict__[name] for name in names if name in DTensor.__dict__}
 
-    class PartialReads(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            if func in reads and args and isinstance(args[0], DTensor) and any(p.is_partial() for p in args[0].placements):
+    def watched(read: Callable[..., Any]) -> Callable[..., Any]:
+        def read_watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if any(p.is_partial() for p in self.placements):
                 found.append(traceback.extract_stack()[:-1])
-            return func(*args, **(kwargs or {}))
+            return read(self, *args, **kwargs)
+        return read_watched
 
-    with PartialReads():
+    for name in names:
+        setattr(DTensor, name, watched(getattr(DTensor, name)))
+    try:
         yield found
+    finally:
+        for name in names:
+            if name in own:
+                setattr(DTensor, name, own[name])
+            else:
+                delattr(DTensor, name)
 
 
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
