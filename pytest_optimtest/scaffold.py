@@ -27,7 +27,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
-from .harness.builder import make_closure, requires_closure, step_on_grads, step_parameters, zero_grads
+from .harness.builder import backward_flag, make_closure, requires_closure, step_on_grads, step_parameters, zero_grads
 from .harness.compare import max_movement
 from .harness.devices import unavailable_reason
 from .harness.law_runs import unstored_kwargs
@@ -678,7 +678,7 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
     if given is not None:
         return (f"its step calls its closure with arguments ({given}): {step_problem}",
                 "its step calls the closure with arguments, a protocol of its own: torch.optim's closures take none, "
-                "and so do the plugin's")
+                "and the plugin's take one bool besides (whether to run backward)")
     if _raised_on_purpose(step_problem):
         return (f"its step refuses, on purpose, to step as torch.optim's steps are driven: {step_problem}",
                 f"its step needs a protocol of its own (it raises, on purpose: {step_problem.split(', at ')[0]}), where the "
@@ -834,8 +834,9 @@ def _moves_under(cls: type, form: Any, kwargs: dict, protocol: str, factory: Any
 
 
 def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
-    """The arguments the step passes its closure (SaLSA's `backwards=True`), where it passes any:
-    torch.optim's closure protocol passes none, so the plugin's closures cannot serve that step."""
+    """The arguments the step passes its closure (polystep's dict of tensors), where it passes any the
+    plugin's closures do not take: torch.optim's closure protocol passes none, and the plugin's closures
+    take one bool besides (builder.backward_flag: torchzero's `backward=False`, SaLSA's `backwards=True`)."""
     torch.manual_seed(0)
     model, batch = two_linear(), torch.randn(10, IN_FEATURES)
     calls: list[tuple[tuple, dict]] = []
@@ -843,22 +844,27 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
         optimizer = construct(cls, form, model, kwargs, "cpu")
 
         def closure(*args: Any, **named: Any) -> torch.Tensor:
-            calls.append((args, named))
-            if args or named:  # the answer: the rest of the step (ScipyDE's whole search) need not run
-                raise ProbeTimeout("the closure's arguments are seen")
+            try:
+                wanted = backward_flag(args, named)
+            except TypeError:  # the answer: the rest of the step (a whole search) need not run
+                calls.append((args, named))
+                raise ProbeTimeout("the closure's arguments are seen") from None
             with torch.enable_grad():
-                zero_grads(optimizer, model.parameters)
+                if wanted:
+                    zero_grads(optimizer, model.parameters)
                 value = model(batch).pow(2).sum()
-                value.backward()
+                if wanted:
+                    value.backward()
             return value
 
         with _time_bounded():
             optimizer.step(closure)
     except (Exception, ProbeTimeout):  # noqa: BLE001  # what the step did with its closure is the answer, not whether it finished
         pass
-    args, named = next(((a, n) for a, n in calls if a or n), ((), {}))
-    shown = [*map(_brief, args), *(f"{k}={_brief(v)}" for k, v in named.items())]
-    return ", ".join(shown) if shown else None
+    if not calls:
+        return None
+    args, named = calls[0]
+    return ", ".join([*map(_brief, args), *(f"{k}={_brief(v)}" for k, v in named.items())])
 
 
 def _brief(value: Any) -> str:

@@ -431,13 +431,29 @@ class NoLrFlaggedSGD(NoLrSGD):
 
 
 class ArgumentClosureSGD(PlainSGD):
-    """Requires a closure and calls it with an argument (SaLSA's `closure(backwards=True)`), a protocol
-    of its own: torch.optim's closures take none."""
+    """Requires a closure and calls it with an argument of its own protocol (polystep's dict of
+    tensors): torch.optim's closures take none, the plugin's one bool besides."""
 
     @torch.no_grad()
     def step(self, closure):
         with torch.enable_grad():
-            loss = closure(backwards=True)
+            loss = closure(probes={"shift": torch.zeros(())})
+        self._update()
+        return loss
+
+
+class BackwardFlagSGD(PlainSGD):
+    """torchzero's closure protocol: `closure(False)` evaluates the loss alone, `closure(backward=True)`
+    sets grads too. Correct: it steps on the grads, after checking the loss-only call left them be."""
+
+    @torch.no_grad()
+    def step(self, closure):
+        with torch.enable_grad():
+            loss = closure(backward=True)
+            held = [p.grad.clone() for group in self.param_groups for p in group["params"] if p.grad is not None]
+            assert closure(False).grad_fn is None  # no graph: no backward will follow
+        after = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        assert all(torch.equal(a, b) for a, b in zip(held, after, strict=True)), "closure(False) touched the grads"
         self._update()
         return loss
 
@@ -994,3 +1010,16 @@ class BoundedSearchSGD(PlainSGD):
             raise TypeError("BoundedSearchSGD.step requires a closure")
         closure(False)
         return super().step()
+
+
+class RunawaySearchSGD(PlainSGD):
+    """torchzero's ScipyMinimize under a linear loss: a search over all params at once (so its update
+    couples them) that runs off far past its start on the first step."""
+
+    def _update(self) -> None:
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        norm = torch.stack([g.norm() for g in grads]).norm() + 1e-8
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad / norm, alpha=-1e12)

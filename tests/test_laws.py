@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import item_outcome, run_verbose
+from helpers import item_outcome, one_case, run_verbose
+
+from pytest_optimtest.harness.law_runs import coupling
 
 TESTS = Path(__file__).resolve().parent
 LAW_CHECKS = "checks: [law_equivalent, law_untouched, law_param_groups, law_descent, law_complex]\n"
@@ -158,3 +160,16 @@ def test_descent_steps_contiguous_params_only_where_the_laws_say_views_false(tmp
         CHECKS["law_descent"].run(one_case(tmp_path, spec % ""), RunCache())
     verdict = CHECKS["law_descent"].run(one_case(tmp_path, spec % ", views: false"), RunCache())
     assert "(contiguous params only: views: false)" in verdict and "descent" in verdict, verdict
+
+
+@pytest.mark.parametrize(("optimizer", "couples", "evidence"), [
+    ("planted_unseen:GlobalNormSGD", True, r"its update couples params: after 1 step\(s\) on the same grads, param 'weight'"),
+    ("planted_run_model:RunawaySearchSGD", None, r"unknown: the probe's runs diverged at step 1"),
+    ("planted:PlainSGD", False, None),
+])
+def test_the_coupling_probe_shows_coupling_from_runs_that_have_not_diverged(tmp_path, optimizer, couples, evidence):
+    found = coupling(one_case(tmp_path, f"optimizer: {optimizer}\nkwargs: {{lr: 0.1}}\n"), 0)
+    if couples is False:
+        assert found is None
+        return
+    assert found is not None and found.couples is couples and re.search(evidence, found.evidence), found

@@ -63,6 +63,8 @@ SPECS = {
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
+    "backwardflag": "optimizer: planted_run_model:BackwardFlagSGD\nkwargs: {lr: 0.1}\nclosure: [true]\nlaws: {descent: true}\n"
+                    "checks: [parity, closure_graph_break, state_dict, law_descent, law_closure_loss]\n",
 }
 
 
@@ -85,6 +87,12 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
 
 def _outcomes(out: str, case: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(rf"::{re.escape(case)}::(\w+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL)", out)}
+
+
+def test_a_step_that_calls_its_closure_with_a_backward_flag_is_served_by_every_run(session):
+    out, _, _ = session  # torchzero's closure(backward=False): the loss alone, grads untouched; compiled steps pass it on too
+    outcomes = _outcomes(out, "backwardflagsgd-default-closure-cpu")
+    assert outcomes == dict.fromkeys(("parity", "closure_graph_break", "state_dict", "law_descent", "law_closure_loss"), "PASSED"), outcomes
 
 
 def test_one_error_raised_in_several_checks_of_a_case_is_one_red(session):
@@ -308,9 +316,11 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     ("planted:NoisySGD", ["fallback_random: true  # its step draws from torch's RNG"], []),
     ("planted:PlainSGD", [], ["fallback_random", "grad_mode"]),
     ("planted_run_model:NoLrFlaggedSGD", ["  - name: nesterov", "    kwargs: {nesterov: true}"], ["{lr:", "rejects it"]),
-    ("planted_run_model:ArgumentClosureSGD", ["skip:  # its step calls its closure with arguments (backwards=True): "
-                                              "TypeError: closure() got an unexpected keyword argument 'backwards'",
-                                              "a protocol of its own"], ["fill in `params`"]),
+    ("planted_run_model:ArgumentClosureSGD", ["skip:  # its step calls its closure with arguments (probes=a dict): "
+                                              "TypeError: closure() takes no arguments, or one bool saying whether to run "
+                                              "backward; it was given (probes=dict)", "a protocol of its own"], ["fill in `params`"]),
+    # torchzero's closure(backward=False): the plugin's closures take the flag (builder.backward_flag)
+    ("planted_run_model:BackwardFlagSGD", ["closure: [true]"], ["skip:", "protocol"]),
     ("planted_run_model:EpochScheduledSGD", ["num_epochs: 10, num_batches_per_epoch: 10}"], []),
     ("planted_run_model:UseMuonGroupsSGD", ["params:  # matrices in a group with use_muon: true", "  - {min_ndim: 2, use_muon: true}",
                                             "  - {use_muon: false}"], ["fill in `params`"]),

@@ -137,12 +137,13 @@ def check_zero(case: Any, runs: Any) -> Verdict:
         _report(header, sections)
     except AssertionError as exc:
         coupled = coupling(case, 0)
-        if coupled is None:
+        if coupled is None or coupled.couples is None:
             apart = _hyperparameters_apart(unsharded, run.ranks[0].zero_state_dict)
-            if apart:
-                raise AssertionError(f"{exc}\n  diagnosis: {apart}") from None
+            notes = [note for note in (apart, coupled and coupled.evidence) if note]
+            if notes:
+                raise AssertionError(f"{exc}\n  diagnosis: " + "; ".join(notes)) from None
             raise
-        raise AssertionError(f"{exc}\n  diagnosis: {coupled}; ZeroRedundancyOptimizer gives each rank's optimizer its shard "
+        raise AssertionError(f"{exc}\n  diagnosis: {coupled.evidence}; ZeroRedundancyOptimizer gives each rank's optimizer its shard "
                              "of the params alone, so that statistic covers the shard: the optimizer's design, which ZeRO "
                              "cannot shard (shard it with FSDP2, whose DTensors reduce over every rank)") from None
     entries = sum(len(s) for s in unsharded["state"].values())

@@ -166,9 +166,10 @@ def step_on_grads(optimizer: Any, params: Iterable[torch.Tensor], with_closure: 
         return
     held = [(p, None if p.grad is None else p.grad.detach().clone()) for p in params]
 
-    def closure() -> torch.Tensor:
-        for p, grad in held:
-            p.grad = None if grad is None else grad.clone()
+    def closure(*args: Any, **named: Any) -> torch.Tensor:
+        if backward_flag(args, named):
+            for p, grad in held:
+                p.grad = None if grad is None else grad.clone()
         with torch.no_grad():
             terms = [(g.conj() * p).real.sum().float() if p.is_complex() else (g * p).sum().float() for p, g in held if g is not None]
             return torch.stack(terms).sum() if terms else torch.zeros((), device=held[0][0].device if held else "cpu")
@@ -211,7 +212,10 @@ def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: tor
     (optionally breaking the graph). It enables grad itself, as a user's closure runs with grad on:
     torch.optim's step enables it for the closure, and a step that does not (many third-party ones)
     must not fail for the harness's no_grad."""
-    def closure() -> torch.Tensor:
+    def closure(*args: Any, **named: Any) -> torch.Tensor:
+        if not backward_flag(args, named):
+            with torch.no_grad():
+                return loss_fn(model(inputs))
         with torch.enable_grad():
             zero_grads(opt, model.parameters)
             loss = loss_fn(model(inputs))
@@ -221,6 +225,20 @@ def make_closure(model: torch.nn.Module, opt: torch.optim.Optimizer, inputs: tor
         return loss
 
     return closure
+
+
+def backward_flag(args: tuple[Any, ...], named: dict[str, Any]) -> bool:
+    """Whether a call of a plugin closure asks for grads. torch.optim's closures take no arguments; a step
+    may pass one bool, positionally or by any name (torchzero's `closure(backward=False)`, SaLSA's
+    `backwards=`): False evaluates the loss alone, no zero_grad, no backward. Any other argument is a
+    protocol of the optimizer's own: TypeError, as a closure without parameters raises."""
+    given = [*args, *named.values()]
+    if not given:
+        return True
+    if len(given) == 1 and isinstance(given[0], bool):
+        return given[0]
+    shown = ", ".join([*(type(a).__name__ for a in args), *(f"{k}={type(v).__name__}" for k, v in named.items())])
+    raise TypeError(f"closure() takes no arguments, or one bool saying whether to run backward; it was given ({shown})")
 
 
 def closure_backward(loss: torch.Tensor, backward: str) -> None:
@@ -276,11 +294,11 @@ def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: boo
     return torch.compile(fn, backend=backend, fullgraph=fullgraph)
 
 
-def _counted_closure(closure: Callable[[], Any], into: ClosureCompiles) -> Callable[[], Any]:
-    def counted() -> Any:
+def _counted_closure(closure: Callable[..., Any], into: ClosureCompiles) -> Callable[..., Any]:
+    def counted(*args: Any, **named: Any) -> Any:  # backward_flag's one bool, passed on
         graphs, kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
         try:
-            return closure()
+            return closure(*args, **named)
         finally:
             into.graphs += torch_api.captured_graph_count() - graphs
             into.kernels += torch_api.generated_kernel_count() - kernels

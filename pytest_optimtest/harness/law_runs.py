@@ -9,20 +9,20 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from ..spec.schema import DEFAULT_TOLERANCES
 from ..spec.values import build_kwargs, resolve
-from .builder import (closure_backward, law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup,
+from .builder import (backward_flag, closure_backward, law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup,
                       zero_grads)
-from .compare import value_differences
+from .compare import non_finite, value_differences
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import instantiate
 from .snapshot import OptimizerSnapshot, snapshot
-from .vacuity import NotApplicable
+from .vacuity import NotApplicable, diverged_params
 
 SECTION_KEY = "laws"  # the spec's section (checks/laws/section.py)
 
@@ -264,7 +264,10 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
             with torch.no_grad():
                 return float(loss_fn(*(t.double() for t in (a, b, target, contiguous, transposed))))
 
-        def closure() -> torch.Tensor:
+        def closure(*args: Any, **named: Any) -> torch.Tensor:
+            if not backward_flag(args, named):
+                with torch.no_grad():
+                    return loss_fn(a, b, target, contiguous, transposed)
             with torch.enable_grad():
                 zero_grads(optimizer, (contiguous, transposed))
                 loss = loss_fn(a, b, target, contiguous, transposed)
@@ -283,11 +286,20 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
     return losses, with_closure
 
 
-def coupling(case: Any, min_ndim: int) -> str | None:
+class Coupling(NamedTuple):
+    """What the coupling probe found: `couples` True with its evidence, or None where it could not tell."""
+
+    couples: bool | None
+    evidence: str
+
+
+def coupling(case: Any, min_ndim: int) -> Coupling | None:
     """How one param's update depends on the other params the optimizer steps (a global norm, a line
-    search or a temperature shared by all), or None where it steps as it would alone: COUPLING_STEPS
-    eager steps over every law param against as many over the first alone, the same grads (run on a red only: the
-    premise of laws and regimes that step params apart, late joiners and ZeRO's shards). Probed in
+    search or a temperature shared by all), or None where it steps as it would alone: up to
+    COUPLING_STEPS eager steps over every law param against as many over the first alone, the same
+    grads (run on a red only: the premise of laws and regimes that step params apart, late joiners and
+    ZeRO's shards), compared after each step until either run diverges (a line search over the
+    probe's linear loss runs off to 1e35 in a few steps, where any two runs differ). Probed in
     float32: coupling is the algorithm's, and a bf16 run can round it away where the law's steps show it."""
     tol = DEFAULT_TOLERANCES["float32"]
     case = replace(case, dtype="float32", tolerance=tol)
@@ -296,17 +308,23 @@ def coupling(case: Any, min_ndim: int) -> str | None:
         grads = law_grads(case, COUPLING_STEPS, params, scheduled=False)
         first = next(iter(params))
         try:
-            together, alone = (law_trajectory(case, params, grads, start=start).snapshots[-1] for start in (None, [first]))
+            together, alone = (law_trajectory(case, params, grads, start=start).snapshots for start in (None, [first]))
         except Exception:  # noqa: BLE001  # a step that refuses one of the runs: no answer either way
             return None
-    # its state too: at bf16 a small update can round away in the param and show in the state alone
-    differences = value_differences("", {"param": alone.params[first], "state": alone.state.get(first, {})},
-                                    {"param": together.params[first], "state": together.state.get(first, {})}, tol,
-                                    ("alone", "beside the others"))
-    if not differences:
-        return None
-    return (f"its update couples params: after {COUPLING_STEPS} steps on the same grads, param '{first}' stepped alone differs "
-            f"from it stepped beside the others ({differences[0]}): a norm, line search or statistic taken over all its params")
+    for steps in range(1, COUPLING_STEPS + 1):
+        if any(diverged_params(run[0].params, run[steps].params) or non_finite(run[steps].params) for run in (together, alone)):
+            return Coupling(None, f"whether its update couples params is unknown: the probe's runs diverged at step {steps} "
+                                  "(NaN/inf or far beyond their start) before they differed")
+        # its state too: at bf16 a small update can round away in the param and show in the state alone
+        differences = value_differences(
+            "", {"param": alone[steps].params[first], "state": alone[steps].state.get(first, {})},
+            {"param": together[steps].params[first], "state": together[steps].state.get(first, {})}, tol,
+            ("alone", "beside the others"))
+        if differences:
+            return Coupling(True, f"its update couples params: after {steps} step(s) on the same grads, param '{first}' stepped "
+                                  f"alone differs from it stepped beside the others ({differences[0]}): a norm, line search or "
+                                  "statistic taken over all its params")
+    return None
 
 
 COUPLING_STEPS = 3

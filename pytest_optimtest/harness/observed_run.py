@@ -18,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .blame import optimizer_frame
-from .builder import law_closure, make_optimizer, require_graph_free_grads, step_grad_mode
+from .builder import backward_flag, law_closure, make_optimizer, require_graph_free_grads, step_grad_mode
 from .devices import seed_all
 from .isolation import isolated_case
 from ..spec.schema import Tolerance
@@ -163,9 +163,10 @@ class _Feed:
         for name, p in self.own.items():
             self.given[name] = p.grad = self.grads[name].clone()
 
-    def closure(self) -> torch.Tensor:
-        self.give()
-        loss = sum(((p.detach().double() * self.given[n].double()).sum() for n, p in self.own.items()),
+    def closure(self, *args: Any, **named: Any) -> torch.Tensor:
+        if backward_flag(args, named):
+            self.give()
+        loss = sum(((p.detach().double() * self.grads[n].double()).sum() for n, p in self.own.items()),
                    torch.zeros((), dtype=torch.float64))
         self.returns.append(loss)
         return loss

@@ -379,11 +379,10 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
     if wanted and data is not None:
         closure = make_closure(model, optimizer, *data, regime.closure_graph_break, case.backward)
 
-        def counted() -> Any:
+        def counted(*args: Any, **named: Any) -> Any:
             result.closure_calls += 1
-            return closure()
+            return closure(*args, **named)
 
-        counted.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
         return counted
     if law_closure(case, cls)[1]:  # its signature or its spec says it must have one
         fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None and requires_closure(cls) else ""

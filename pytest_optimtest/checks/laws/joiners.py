@@ -38,10 +38,13 @@ def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"]
                 raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and a run over "
                               f"other params draws in another order ({str(exc).splitlines()[-1].strip()})") from exc
             coupled = coupling(scaled, laws_of(case).min_ndim)  # at the lr that showed the red
-            if coupled is not None:
-                raise NotApplicable(f"{case.id}: law {law} does not apply: {coupled}; joiners then step with the others, "
-                                    "not as a fresh optimizer over them alone (the law's premise)") from exc
-            raise
+            if coupled is None:
+                raise
+            if coupled.couples is None:
+                raise Vacuous(f"{case.id}: vacuous: law {law}'s runs differ, and {coupled.evidence}: its premise (each "
+                              "param steps as it would alone) cannot be told") from exc
+            raise NotApplicable(f"{case.id}: law {law} does not apply: {coupled.evidence}; joiners then step with the others, "
+                                "not as a fresh optimizer over them alone (the law's premise)") from exc
     if vacuous is not None:
         raise vacuous
     raise NotApplicable(f"{case.id}: law {law}: the case's lr cannot be read as a number")
