@@ -1012,6 +1012,21 @@ class BoundedSearchSGD(PlainSGD):
         return super().step()
 
 
+class EmptyBoxSGD(PlainSGD):
+    """SGD projected into the box [lb, ub] its constructor requires (scipy's DE in torchzero takes
+    lb and ub): correct, and with lb = ub every step lands on that one point whatever the loss."""
+
+    def __init__(self, params, lb: float, ub: float, lr=0.1):
+        super().__init__(params, lr)
+        self.box = (lb, ub)
+
+    def _update(self) -> None:
+        super()._update()
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.clamp_(*self.box)
+
+
 class RunawaySearchSGD(PlainSGD):
     """torchzero's ScipyMinimize under a linear loss: a search over all params at once (so its update
     couples them) that runs off far past its start on the first step."""
