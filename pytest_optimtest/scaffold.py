@@ -378,9 +378,12 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
     apart = {name: (sorted(COUNT_GUESSES) if _COUNTS.search(name) else APART_GUESSES)[min(i, 2)] for i, name in enumerate(names)}
     if len(names) > 1 and not steps(fills) and (steps(apart) or _constructs(cls, "list", two_linear, {**kwargs, **apart})):
         fills = apart
-    elif len(set(fills.values())) == 1 < len(names) and _ignores_its_loss(cls, {**kwargs, **fills}) \
-            and steps(apart) and not _ignores_its_loss(cls, {**kwargs, **apart}):
-        fills = apart  # equal bounds step, to one point whatever the loss (scipy's DE in lb = ub = 0.9): nothing under test
+    elif len(set(fills.values())) == 1 < len(names) and _ignores_its_loss(cls, {**kwargs, **fills}):
+        # equal bounds step, to one point whatever the loss (scipy's DE in lb = ub = 0.9): nothing under test; apart,
+        # the search is, or it runs past the probe's time and the spec says so of these values
+        apart_steps = steps(apart)
+        if _PROBE_SLOW.get() is not None or (apart_steps and not _ignores_its_loss(cls, {**kwargs, **apart})):
+            fills = apart
     if not steps(fills):
         if _constructs(cls, "list", two_linear, {**kwargs, **fills}):  # a spec that loads, its step's error shown by its runs
             return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor "
