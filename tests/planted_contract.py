@@ -149,6 +149,15 @@ class PythonRandomSGD(ForeachSGD):
         return group["lr"] * (0.0 if random.random() < 0.2 else 1.0)
 
 
+class ReseedingSGD(ForeachSGD):
+    """SaLSA's step: it reseeds a global RNG (SaLSA: NumPy's, with int(time.time())), here Python's with 0, so a
+    user whose session seeded it so sees no change across a step."""
+
+    def _lr(self, group):
+        random.seed(0)
+        return group["lr"]
+
+
 class InstanceStepSGD(ForeachSGD):
     """Replaces `step` on the instance (as `self.step = torch.compile(self.step)` does): torch's hooks never fire."""
 

@@ -4,6 +4,7 @@ caught by that law alone, with a message that names it; a correct optimizer with
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from helpers import item_outcome, one_case, run_verbose
 
 from pytest_optimtest.harness.law_runs import coupling
+from pytest_optimtest.harness.observed_run import observed_run
 
 TESTS = Path(__file__).resolve().parent
 LAW_CHECKS = "checks: [law_equivalent, law_untouched, law_param_groups, law_descent, law_complex]\n"
@@ -173,3 +175,10 @@ def test_the_coupling_probe_shows_coupling_from_runs_that_have_not_diverged(tmp_
         assert found is None
         return
     assert found is not None and found.couples is couples and re.search(evidence, found.evidence), found
+
+
+def test_a_step_that_reseeds_a_global_rng_is_seen_even_where_it_was_already_so_seeded(tmp_path):
+    case = one_case(tmp_path, "optimizer: planted_contract:ReseedingSGD\nkwargs: {lr: 0.01}\n")
+    random.seed(0)
+    observed = observed_run(case, 3, 0, case.tolerance, 0.0)
+    assert observed.run.rng_used[:1] == ["step 1 drew from Python's random"], observed.run.rng_used

@@ -80,10 +80,10 @@ def observed_run(case: Any, steps: int, min_ndim: int, tol: Tolerance, floor: fl
 
 
 def _observed(case: Any, steps: int, min_ndim: int) -> ObservedRun:
+    numpy = _numpy()  # imported first, so that isolated_case restores its global RNG (and Python's) as the user left them
     with isolated_case(case):
         params = law_params(case, min_ndim, empty=False)
         grads = law_grads(case, steps, params, scheduled=False)
-        numpy = _numpy()  # its global RNG and Python's are restored by isolated_case, as the user left them
         twin = _observe(case, params, grads, numpy)  # first: the hooks probe's load_state_dict may touch shared defaults
         run = _observe(case, params, grads, numpy, probe_hooks=True)
         if run.grad_problems:  # where: a third run, with every in-place write to a grad watched
@@ -130,6 +130,7 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
         if not with_closure:
             feed.give()
         seed_all(case.seed + 1 + index, case)
+        _unseeded_global_rngs(numpy, case.seed + 1 + index)
         before, torch_before = _rng_states(numpy), _torch_rng(case.device)
         watch = _GradWrites(feed) if watch_grads else contextlib.nullcontext()
         with step_grad_mode(case), watch:
@@ -223,6 +224,17 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _torch_rng(device: str) -> torch.Tensor:
     """The state of torch's generator that a step on `device` draws from."""
     return torch.cuda.get_rng_state() if device.startswith("cuda") else torch.get_rng_state()
+
+
+def _unseeded_global_rngs(numpy: ModuleType | None, seed: int) -> None:
+    """Python's and NumPy's global RNGs set, before a step, to states no seed() call makes (seeded, then one
+    draw): a step that reseeds them is seen at every step. SaLSA seeds NumPy's with int(time.time()), which
+    left the state as it found it whenever its last step fell in the same second: a verdict that came and went."""
+    random.seed(seed)
+    random.random()
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+        numpy.random.random_sample()
 
 
 def _rng_states(numpy: ModuleType | None) -> dict[str, bytes]:
