@@ -33,6 +33,8 @@ BREAKS = {  # planted optimizer -> the one law it breaks, and what its message s
                                         r"step 7, 10 after step 10, 14 after step 14"),
     "PythonRandomSGD": ("law_determinism", r"law determinism broken: a step must not draw from Python's or NumPy's "
                                            r"global RNG .*\n  step 1 drew from Python's random"),
+    "ReseedingSGD": ("law_determinism", r"law determinism broken: a step must not reseed Python's or NumPy's global RNG "
+                                        r".*\n  step 1 reseeded Python's random"),
     "InstanceStepSGD": ("law_hooks", r"law hooks broken: .*\n  step hooks: expected pre 0, post 0, .* fired none"),
 }
 CHECKS = "checks: [" + ", ".join(ROUND_TWO) + "]\n"

@@ -181,4 +181,5 @@ def test_a_step_that_reseeds_a_global_rng_is_seen_even_where_it_was_already_so_s
     case = one_case(tmp_path, "optimizer: planted_contract:ReseedingSGD\nkwargs: {lr: 0.01}\n")
     random.seed(0)
     observed = observed_run(case, 3, 0, case.tolerance, 0.0)
-    assert observed.run.rng_used[:1] == ["step 1 drew from Python's random"], observed.run.rng_used
+    assert observed.run.rng_reseeded[:1] == ["step 1 reseeded Python's random"], observed.run.rng_reseeded
+    assert observed.run.rng_used == []  # it reads nothing of the stream: its runs are the same whatever the state

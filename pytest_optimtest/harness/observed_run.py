@@ -42,6 +42,7 @@ class Observation:
     returned: list[tuple[int, Any, list[Any]]] = field(default_factory=list)  # (step, step's return, closure's returns)
     sizes: list[dict[str, int]] = field(default_factory=list)  # after each step: state path -> bytes or length
     rng_used: list[str] = field(default_factory=list)  # "step 1 drew from Python's random", ...
+    rng_reseeded: list[str] = field(default_factory=list)  # "step 1 reseeded NumPy's global RNG": its stream reset, none drawn
     torch_rng_used: bool = False  # a step drew from torch's RNG (runs over other params draw in another order)
     numpy_checked: bool = False
     hook_calls: list[str] = field(default_factory=list)  # "pre 0", "post 0", ... ("step_hooks" absent: no such API)
@@ -137,7 +138,11 @@ def _observe(case: Any, params: dict[str, torch.nn.Parameter], grads: list[dict[
             returned = optimizer.step(feed.closure) if with_closure else optimizer.step()  # type: ignore[arg-type]
         if isinstance(watch, _GradWrites):
             seen.grad_writes += [w for w in watch.writes if w not in seen.grad_writes]
-        seen.rng_used += [f"step {index + 1} drew from {what}" for what in _rng_changes(before, _rng_states(numpy))]
+        for what in _rng_changes(before, _rng_states(numpy)):
+            if _freshly_seeded(what, numpy):
+                seen.rng_reseeded.append(f"step {index + 1} reseeded {what}")
+            else:
+                seen.rng_used.append(f"step {index + 1} drew from {what}")
         seen.torch_rng_used |= not torch.equal(torch_before, _torch_rng(case.device))
         if with_closure:
             seen.closure_steps.append(index)
@@ -235,6 +240,14 @@ def _unseeded_global_rngs(numpy: ModuleType | None, seed: int) -> None:
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
         numpy.random.random_sample()
+
+
+def _freshly_seeded(what: str, numpy: ModuleType | None) -> bool:
+    """Whether the global RNG named `what` is as a seed() call leaves it, nothing drawn since (Mersenne
+    Twister's position at the end of its 624 words): a step that reset the user's stream without reading it."""
+    if what == "Python's random":
+        return random.getstate()[1][-1] == 624
+    return numpy is not None and numpy.random.get_state()[2] == 624
 
 
 def _rng_states(numpy: ModuleType | None) -> dict[str, bytes]:

@@ -32,8 +32,9 @@ def check_determinism(case: Any, runs: Any) -> Verdict:
                     "lr_factor": both.lr_factor})
 
 
-def determinism_broken(case: Any, runs: Any) -> str | None:
-    """The law's failure message where the step is not deterministic, else None."""
+def determinism_broken(case: Any, runs: Any, reseeds: bool = True) -> str | None:
+    """The law's failure message where the step is not deterministic, or (`reseeds`) resets a global RNG
+    without drawing from it (the user's stream, not the run, is what changes), else None."""
     both = observed(case, runs)
     seen, twin = both.run, both.twin
     if seen.rng_used:
@@ -43,15 +44,20 @@ def determinism_broken(case: Any, runs: Any) -> str | None:
     if problems:
         return (f"{case.id}: law determinism broken: two eager runs with the same seeds and grads must be equal; after "
                 f"{seen.steps} steps they differ:" + listed(problems))
+    if seen.rng_reseeded and reseeds:
+        return (f"{case.id}: law determinism broken: a step must not reseed Python's or NumPy's global RNG (the user's "
+                "code shares them: its stream restarts at each such step; the runs themselves are deterministic):"
+                + listed(sorted(set(seen.rng_reseeded))))
     return None
 
 
 def require_deterministic(case: Any, runs: Any) -> None:
     """A law that compares two eager runs of the case says nothing of a step that differs from itself:
-    blocked by law determinism's red (unless the spec turned that law off)."""
+    blocked by law determinism's red (unless the spec turned that law off). A step that only reseeds a
+    global RNG runs the same whatever its state: no block."""
     if "determinism" in laws_of(case).off:
         return
-    broken = determinism_broken(case, runs)
+    broken = determinism_broken(case, runs, reseeds=False)
     if broken:
         raise Blocked(f"{case.id}: blocked by law_determinism: the step is not deterministic, so runs that differ say "
                       f"nothing of this law ({broken.splitlines()[-1].strip()})")
