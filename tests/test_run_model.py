@@ -63,7 +63,7 @@ SPECS = {
     "flagclosure": "optimizer: planted_run_model:ClosureFlagSGD\nkwargs: {lr: 0.1}\nchecks: [parity, fuzz_determinism]\n"
                    "cases: [{name: default}, {name: needs_closure, kwargs: {needs_closure: true}}]\n"
                    "fuzz: {determinism: {examples: {ci: 5, dev: 5}}}\n",
-    "backwardflag": "optimizer: planted_run_model:BackwardFlagSGD\nkwargs: {lr: 0.1}\nclosure: [true]\nlaws: {descent: true}\n"
+    "backwardflag": "optimizer: planted_run_model:BackwardFlagSGD\nkwargs: {lr: 0.01}\nclosure: [true]\nlaws: {descent: true}\n"
                     "checks: [parity, closure_graph_break, state_dict, law_descent, law_closure_loss]\n",
 }
 
