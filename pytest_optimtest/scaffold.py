@@ -27,7 +27,7 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
-from .harness.builder import backward_flag, make_closure, requires_closure, step_on_grads, step_parameters, takes_closure, zero_grads
+from .harness.builder import backward_flag, make_closure, requires_closure, step_on_grads, step_parameters, takes_closure
 from .harness.compare import max_movement
 from .harness.devices import unavailable_reason
 from .harness.law_runs import unstored_kwargs
@@ -868,20 +868,15 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
     calls: list[tuple[tuple, dict]] = []
     try:
         optimizer = construct(cls, form, model, kwargs, "cpu")
+        served = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum())
 
         def closure(*args: Any, **named: Any) -> torch.Tensor:
             try:
-                wanted = backward_flag(args, named)
+                backward_flag(args, named)
             except TypeError:  # the answer: the rest of the step (a whole search) need not run
                 calls.append((args, named))
                 raise ProbeTimeout("the closure's arguments are seen") from None
-            with torch.enable_grad():
-                if wanted:
-                    zero_grads(optimizer, model.parameters)
-                value = model(batch).pow(2).sum()
-                if wanted:
-                    value.backward()
-            return value
+            return served(*args, **named)
 
         with _time_bounded():
             optimizer.step(closure)
