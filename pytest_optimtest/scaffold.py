@@ -353,8 +353,8 @@ def _guesses(name: str) -> tuple[float, ...]:
 
 def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], list[str]]:
     """({name: value}, notes) for the hyperparameters the constructor requires beyond params and lr
-    (torch.optim's `required` sentinel, a keyword-only argument without a default, or one annotated as a
-    number): the first of
+    (torch.optim's `required` sentinel, a keyword-only argument without a default, one annotated as a
+    number, or a positional one that steps given a number): the first of
     REQUIRED_GUESSES with which it constructs and steps, said in a note to replace with the user's value."""
     from torch.optim.optimizer import required  # the sentinel torch.optim and its imitators default to
 
@@ -363,6 +363,8 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
              and (p.default is required or (p.default is p.empty and (p.kind is p.KEYWORD_ONLY or _numeric(p))))]
     unset = [p.name for p in parameters if p.default is None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
              and p.name not in ("lr", "foreach", "maximize", "capturable", "differentiable", "fused")]
+    names += _positional_numbers(cls, kwargs, names, [p.name for p in parameters if p.name not in names and p.name != "lr"
+                                                     and p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty])
     names += _needed_none_defaults(cls, kwargs, {name: _guesses(name)[0] for name in names}, unset)
     if not names:
         return {}, []
@@ -391,6 +393,19 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
         return {}, [f"{', '.join(names)}: the constructor requires them and no guess of {REQUIRED_GUESSES} stepped: fill them in"]
     return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor requires; "
                    "put your values"]
+
+
+def _positional_numbers(cls: type, kwargs: dict, names: list[str], untyped: list[str]) -> list[str]:
+    """The required positional arguments without annotation that are hyperparameters (torch-clip's
+    ClippedSSTM(params, lr, L): a Lipschitz constant), not a second params argument (Muon's hybrids):
+    given one guess each, the others at their first, the constructor constructs and steps."""
+    if not untyped:
+        return []
+    fills = {name: _guesses(name)[0] for name in names}
+    for guess in REQUIRED_GUESSES:
+        if _stepped(cls, "list", {**kwargs, **fills, **{name: guess for name in untyped}}, two_linear, steps=1)[1] is None:
+            return untyped
+    return []
 
 
 def _ignores_its_loss(cls: type, kwargs: dict) -> bool:

@@ -1039,3 +1039,14 @@ class RunawaySearchSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad / norm, alpha=-1e12)
+
+
+class LipschitzSGD(PlainSGD):
+    """torch-clip's ClippedSSTM(params, lr, L): an lr and a Lipschitz constant, both required, positional
+    and unannotated, which its constructor compares with numbers (a list there is a TypeError)."""
+
+    def __init__(self, params, lr, L):
+        if L < 0.0:
+            raise ValueError(f"Invalid Lipschitz constant: {L}")
+        super().__init__(params, lr)
+        self.lipschitz = L

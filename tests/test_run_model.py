@@ -282,6 +282,9 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
     # IVON's `ess: float`, required after lr: a hyperparameter guessed, not a second params argument; where no guess
     # steps (its step wants a protocol of its own), the first that constructs, so the spec loads and its runs show the error
     ("planted_run_model:SampleSizeSGD", ["kwargs: {lr: 0.001, ess: 0.9}", "# ess: 0.9: init's guesses"], ["argument: ess"]),
+    # torch-clip's ClippedSSTM(params, lr, L): an unannotated positional number, told from a second params argument by
+    # its stepping given one (init asked for `argument: L` param groups, and the spec did not load)
+    ("planted_run_model:LipschitzSGD", ["kwargs: {lr: 0.001, L: 0.9}", "# L: 0.9: init's guesses"], ["argument: L", "does not validate"]),
     ("planted_run_model:LossValueSGD", ["skip:  # its step takes the loss's value as `loss`, not a closure",
                                         "step(loss)), a protocol of its own"], ["fill in `params`"]),
     # the zero_lr property draws over every case: a flag whose decay ignores lr leaves it out (zij's AdaGC)
