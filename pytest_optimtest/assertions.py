@@ -10,7 +10,7 @@ import torch
 
 from .harness import torch_api
 from .harness.compare import listed, snapshot_differences
-from .harness.snapshot import snapshot
+from .harness.snapshot import group_params, snapshot
 from .spec.schema import Tolerance
 
 
@@ -58,7 +58,7 @@ def assert_optim_parity(eager: torch.optim.Optimizer, compiled: torch.optim.Opti
     """Two optimizers over params in the same order must hold equal params, state, param_groups
     and plain attributes; the failure names every difference. Returns a one-line summary."""
     def names(opt: torch.optim.Optimizer) -> dict[torch.Tensor, str]:
-        return {p: f"group{g}.params[{i}]" for g, group in enumerate(opt.param_groups) for i, p in enumerate(group["params"])}
+        return {p: f"group{g}.params[{i}]" for g, group in enumerate(opt.param_groups) for i, p in enumerate(group_params(group))}
 
     a, b = snapshot(eager, names(eager)), snapshot(compiled, names(compiled))
     if list(a.params) != list(b.params):

@@ -245,7 +245,8 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
         head = (f"torch raised it, at {found.innermost}" + (f", called from the optimizer's code at {found.where}" if found.frames
                                                              else "") + " (torch's doing, or its verdict on the optimizer's code)\n")
     else:
-        head = "an error inside pytest-optimtest (a bug of ours: please report it with this case's spec)\n"
+        head = (f"an error inside pytest-optimtest, at {found.innermost} (a bug of ours: please report it with this case's "
+                "spec)\n")
     frames = found.traceback()
     return head + (f"{shown}\n" if shown else "") + (f"the optimizer's frames, innermost last:\n{frames}" if frames else "")
 

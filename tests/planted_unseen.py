@@ -941,3 +941,81 @@ class SlowSearchSGD(PlainSGD):
         while time.monotonic() < deadline:
             time.sleep(0.05)
         super()._update()
+
+
+class TupleGroupsSGD:
+    """Momentum SGD written as torchopt writes its optimizers: no torch.optim.Optimizer, each param group
+    a tuple of its params (no settings of its own), the state in `state_groups`, a tuple as state_dict."""
+
+    def __init__(self, params, lr=0.1, momentum=0.9):
+        self.lr, self.momentum = lr, momentum
+        self.param_groups: list[tuple] = []
+        self.state_groups: list[tuple] = []
+        self.add_param_group(params)
+
+    def add_param_group(self, params) -> None:
+        group = tuple(_tensor_leaves(params))  # a pytree's leaves, as torchopt flattens what it is given
+        self.param_groups.append(group)
+        self.state_groups.append(tuple(torch.zeros_like(p) for p in group))
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group:
+                p.grad = None
+
+    def state_dict(self) -> tuple:
+        return tuple(self.state_groups)
+
+    def load_state_dict(self, state_dict) -> None:
+        self.state_groups[:] = list(state_dict)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group, buffers in zip(self.param_groups, self.state_groups):
+            for p, buffer in zip(group, buffers):
+                if p.grad is not None:
+                    buffer.mul_(self.momentum).add_(p.grad)
+                    p.add_(buffer, alpha=-self.lr)
+        return loss
+
+
+def _tensor_leaves(tree):
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    values = tree.values() if isinstance(tree, dict) else tree if isinstance(tree, (list, tuple)) else []
+    return [leaf for value in values for leaf in _tensor_leaves(value)]
+
+
+class SelfReducingSGD(PlainSGD):
+    """Correct SGD that averages its grads across the ranks itself when torch.distributed is up (as
+    Adams_ZeRO shards and gathers its params): under DDP the average of equal grads changes nothing;
+    under ZeRO each rank's instance holds other params, so its collectives cannot match."""
+
+    def _update(self) -> None:
+        import torch.distributed as dist  # looked up at call time, as optimizers that use it do
+
+        if dist.is_available() and dist.is_initialized():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        dist.all_reduce(p.grad)
+                        p.grad.div_(dist.get_world_size())
+        super()._update()
+
+
+class NoGradViewMasterSGD(PlainSGD):
+    """Correct SGD whose state holds a flat view of each param made under no_grad, after which its
+    constructor writes the param in place with grad mode on (Adams_ZeRO's `master_param = p.view(-1)`):
+    autograd then refuses to read the view's history (`.is_leaf`, `.grad`) and raises."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for p in group["params"]:
+                with torch.no_grad():
+                    self.state[p]["flat"] = p.view(-1)
+                p.detach().mul_(1.0)

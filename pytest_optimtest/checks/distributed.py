@@ -13,6 +13,7 @@ from ..harness.vacuity import Blocked, require_beyond_amplified_rounding, requir
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
 from ..harness.state_dict_layout import FOREIGN_LAYOUT
+from ..spec.values import resolve
 from ..spec.schema import Tolerance
 from ..harness.ladder import COMPILED, MOVES
 from ..harness.law_runs import coupling
@@ -110,6 +111,13 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     if run.zero_failure is not None:  # its own job failed; DDP's run stands for the distributed check
         raise run.zero_failure
     refused = run.ranks[0].zero_refused
+    if refused and refused.startswith("distributing itself"):
+        raise NotApplicable(f"{case.id}: ZeroRedundancyOptimizer over it does not apply: "
+                            f"{refused.removeprefix('distributing itself: ')}")
+    optimizer_cls = resolve(case.optimizer)
+    if refused and refused.startswith("building") and not issubclass(optimizer_cls, torch.optim.Optimizer):
+        raise NotApplicable(f"{case.id}: ZeroRedundancyOptimizer takes a torch.optim.Optimizer class, and "
+                            f"{optimizer_cls.__qualname__} is not one: building it raised {refused.removeprefix('building it: ')}")
     if refused:  # one red with DCP's where the optimizer's state_dict is not torch.optim's (KnownCause)
         raise KnownCause(f"{case.id}: ZeroRedundancyOptimizer(optimizer_class={case.optimizer}) on {ws} ranks raised "
                          f"{refused}" + ("\n  ZeRO hands the optimizer class the params of its shard as torch.optim "

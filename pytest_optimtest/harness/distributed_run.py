@@ -8,7 +8,10 @@ the one-process run computes.
 
 from __future__ import annotations
 
+import contextlib
 import time
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,7 +20,7 @@ import torch
 from ..spec.case import Case
 from ..spec.values import build_kwargs, resolve
 from . import torch_api
-from .blame import one_line, told
+from .blame import one_line, optimizer_frame, told
 from .builder import make_scheduler, step_scheduler
 from .devices import seed_all
 from .isolation import isolated_case
@@ -128,7 +131,7 @@ def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
         step(batch.to(case.device))
         if scheduler is not None:
             step_scheduler(scheduler)
-    return initial, _cpu_params(model), _cpu(opt.state_dict()), opt
+    return initial, _cpu_params(model), _saved(opt), opt
 
 
 def rank_main(payload: _Payload, rank: int, world_size: int) -> RankResult:
@@ -150,6 +153,44 @@ class ZeroRefused(Exception):
 
     def __init__(self, when: str, why: str) -> None:
         super().__init__(f"{when}: {why}")
+
+
+# What an optimizer that shards or syncs itself across ranks calls in its step (Adams_ZeRO's all_gather_into_tensor).
+COLLECTIVES = ("all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all", "all_to_all_single", "barrier",
+               "broadcast", "gather", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter")
+
+
+def _without_collectives(step: Any) -> Any:
+    """ZeRO's local optimizer's constructor or step, refused (ZeroRefused, on every rank alike: none waits in a collective) where the
+    optimizer's own step calls a torch.distributed collective: ZeRO gives each rank's instance other params,
+    so collectives over them cannot match (a hang, or garbage), and an optimizer that distributes itself
+    is not ZeRO's to wrap."""
+    def called(*args: Any, **kwargs: Any) -> Any:
+        with _collectives_refused():
+            return step(*args, **kwargs)
+    return called
+
+
+@contextlib.contextmanager
+def _collectives_refused() -> Iterator[None]:
+    import torch.distributed as dist  # the module the optimizer's code calls them through
+
+    def refused(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> None:
+            where = optimizer_frame(traceback.extract_stack()[:-1], code=True) or "its step"
+            raise ZeroRefused("distributing itself", f"the optimizer calls torch.distributed.{name} itself, at {where}: "
+                              "it distributes its own work across the ranks, and ZeRO gives each rank's instance other "
+                              "params, so those collectives cannot match")
+        return call
+
+    saved = {name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}
+    try:
+        for name in saved:
+            setattr(dist, name, refused(name))
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(dist, name, function)
 
 
 def _consolidation_error(exc: BaseException, optimizer: Any) -> str:
@@ -218,12 +259,15 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
         kwargs = build_kwargs(case.kwargs, case.device)
         try:
             opt = torch_api.distributed_optim().ZeroRedundancyOptimizer(
-                params, optimizer_class=binding_base_optimizers(resolve(case.optimizer), kwargs, case.params, setup_of(case)),
-                **kwargs)
+                params, optimizer_class=_without_collectives(
+                    binding_base_optimizers(resolve(case.optimizer), kwargs, case.params, setup_of(case))), **kwargs)
+        except ZeroRefused:
+            raise
         except Exception as exc:  # noqa: BLE001  # the zero check's verdict, told with its line, not a crashed rank
             regrouped = _regrouped_by(case)
             raise ZeroRefused("building it", f"{one_line(exc)}, raised in ZeroRedundancyOptimizer\n  diagnosis: {regrouped}"
                               if regrouped else told(exc)) from exc
+        opt.optim.step = _without_collectives(opt.optim.step)  # ZeRO's own broadcasts follow the local step
     else:
         opt = make_optimizer(case, ddp.module)
     scheduler = make_scheduler(case, opt) if case.scheduler else None
@@ -245,8 +289,13 @@ def _train_ddp(case: Case, batches: list[torch.Tensor], rank: int, world_size: i
         except Exception as exc:  # noqa: BLE001  # rank 0 alone, after the last collective: told, DDP's run stands
             raise ZeroRefused("saving its consolidated state_dict on rank 0", _consolidation_error(exc, opt.optim)) from exc
     else:
-        state = _cpu(opt.state_dict())
+        state = _saved(opt)
     return _cpu_params(model), state
+
+
+def _saved(optimizer: Any) -> dict[str, Any]:
+    """The optimizer's state_dict on the CPU; empty for one without (emotigrad's wrapper): its params are compared."""
+    return _cpu(optimizer.state_dict()) if callable(getattr(optimizer, "state_dict", None)) else {}
 
 
 def _cpu_params(model: torch.nn.Module) -> dict[str, torch.Tensor]:

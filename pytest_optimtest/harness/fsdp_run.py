@@ -31,7 +31,7 @@ from .distributed_run import unavailable_reason as ranks_unavailable  # the same
 from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
-from .snapshot import SIMPLE, frozen_tensor, rebuilt, snapshot, tensors_in
+from .snapshot import SIMPLE, frozen_tensor, per_param_state, rebuilt, snapshot, tensors_in
 from .state_dict_layout import FOREIGN_LAYOUT, foreign_layout, state_dict_layout
 
 
@@ -219,7 +219,7 @@ def _resume(payload: _Resume, mesh: Any) -> Trained:
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None  # made before loading, as a training script does
     names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
-    held = {names.get(p, f"<{type(p).__name__}>"): sorted(map(str, entry)) for p, entry in optimizer.state.items() if entry}
+    held = {names.get(p, f"<{type(p).__name__}>"): sorted(map(str, entry)) for p, entry in per_param_state(optimizer).items() if entry}
     torch_api.dcp_load(model, optimizer, payload.checkpoint)
     if scheduler is not None and payload.scheduler is not None:
         scheduler.load_state_dict(payload.scheduler)
@@ -265,7 +265,7 @@ def _trained(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler
     they are), every tensor gathered whole: picklable, and comparable with the one-process run."""
     taken = snapshot(optimizer, {p: name for name, p in model.named_parameters()})
     shard_shaped = tuple(f"state[{name!r}][{key!r}]{inner} {tuple(value.shape)} of {tuple(p.shape)}"
-                         for name, p in model.named_parameters() for key, entry in optimizer.state.get(p, {}).items()
+                         for name, p in model.named_parameters() for key, entry in per_param_state(optimizer).get(p, {}).items()
                          for inner, value in tensors_in(entry) if torch_api.shard_shaped(p, value))
     return Trained(params=_portable(taken.params), state=_portable(taken.state), groups=_portable(taken.groups),
                    tensor_attributes=taken.tensor_attributes, shard_shaped=shard_shaped,

@@ -23,6 +23,7 @@ from ..models import IN_FEATURES
 from .builder import (build_model, make_data, make_optimizer, model_factory, param_dtype, requires_closure, setup_of,
                       with_setup)
 from .param_forms import binding_base_optimizers, construct_over, form_name
+from .snapshot import group_params
 
 SECTION_KEY = "in_backward"
 
@@ -253,7 +254,7 @@ def step_calls_in_one_backward(case: Case) -> tuple[int, bool]:
 
             def counted(*args: Any, **kwargs: Any) -> Any:
                 calls[id(opt)] = calls.get(id(opt), 0) + 1
-                without_grad[0] = without_grad[0] or all(p.grad is None for g in opt.param_groups for p in g["params"])
+                without_grad[0] = without_grad[0] or all(p.grad is None for g in opt.param_groups for p in group_params(g))
                 return step(*args, **kwargs)
 
             return counted

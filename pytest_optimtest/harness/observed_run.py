@@ -24,7 +24,7 @@ from .isolation import isolated_case
 from ..spec.schema import Tolerance
 from .compare import max_movement
 from .law_runs import copy_params, law_grads, law_params, lr_probes
-from .snapshot import OptimizerSnapshot, snapshot
+from .snapshot import OptimizerSnapshot, per_param_state, snapshot
 
 MARKER = "optimtest_state_dict_hook"  # what our state_dict post-hook adds, and the load pre-hook must see
 SIZE_DEPTH = 4  # how deep state containers are walked for their sizes
@@ -266,7 +266,7 @@ def state_sizes(optimizer: Any, names: dict[Any, str]) -> dict[str, int]:
     per-param state, and its own attributes (less param_groups and defaults)."""
     by_id = {id(p): n for p, n in names.items()}
     sizes: dict[str, int] = {}
-    for position, (key, value) in enumerate(optimizer.state.items()):
+    for position, (key, value) in enumerate(per_param_state(optimizer).items()):
         _walk(value, f"state[{by_id.get(id(key), f'#{position}')!r}]", sizes, SIZE_DEPTH)
     for name, value in vars(optimizer).items():
         if name not in ("state", "param_groups", "defaults"):

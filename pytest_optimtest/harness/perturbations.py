@@ -9,6 +9,7 @@ import torch
 
 from ..spec.values import build_kwargs
 from .run_phases import Perturbation
+from .snapshot import group_params, per_param_state
 
 
 @dataclass
@@ -44,20 +45,25 @@ class PerturbationError(AssertionError):
 def apply_perturbation(perturbation: Perturbation, opt: torch.optim.Optimizer, device: str) -> None:
     """Make the change a perturbation describes, in place, as user code would between steps."""
     action = perturbation.action
+    if action in ("set_lr", "set_group") and not all(isinstance(g, dict) for g in opt.param_groups):
+        raise PerturbationError(f"{action}: this optimizer's param groups are its params alone (no settings to change)")
+    state = per_param_state(opt)
     if action == "set_lr":
         for group in opt.param_groups:
             group["lr"] = float(perturbation.set_lr)  # type: ignore[arg-type]
     elif action == "replace_state":
         key = perturbation.replace_state
-        holder = next((s for s in opt.state.values() if isinstance(s, dict) and key in s), None)
+        holder = next((s for s in state.values() if isinstance(s, dict) and key in s), None)
         if holder is None or not isinstance(holder[key], torch.Tensor):
-            keys = sorted({k for s in opt.state.values() if isinstance(s, dict) for k in s})
+            keys = sorted({k for s in state.values() if isinstance(s, dict) for k in s})
             raise PerturbationError(f"replace_state: no state tensor {key!r}; this optimizer's state keys: {keys}")
         holder[key] = holder[key].clone()  # equal values, new storage: only an identity guard notices
     elif action == "clear_state":
-        opt.state.clear()
+        if not isinstance(state, dict) or state is not getattr(opt, "state", None):
+            raise PerturbationError("clear_state: this optimizer keeps no per-param `state` dict to clear")
+        state.clear()
     elif action == "add_param_group":
-        first = opt.param_groups[0]["params"][0]
+        first = group_params(opt.param_groups[0])[0]
         param = torch.nn.Parameter(torch.randn_like(first))
         param.grad = torch.randn_like(first)
         opt.add_param_group({"params": [param], **build_kwargs(perturbation.add_param_group or {}, device)})

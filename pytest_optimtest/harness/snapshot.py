@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,13 +75,20 @@ def tensor_attributes(optimizer: Any, by_id: dict[int, str]) -> tuple[str, ...]:
     """State the optimizer keeps as attributes of its state tensors: a `.grad` set on one (adancfgd's
     `state['param_prev'].grad`), a Python attribute. A checkpoint saves a tensor's values, not these."""
     found = []
-    for key, entry in getattr(optimizer, "state", {}).items():
+    for key, entry in per_param_state(optimizer).items():
         for name, value in entry.items() if isinstance(entry, dict) else ():
             if not isinstance(value, torch.Tensor) or id(value) in by_id:
                 continue
-            held = ([".grad"] if value.is_leaf and value.grad is not None else []) + [f".{a}" for a in vars(value)]
+            held = ([".grad"] if _holds_grad(value) else []) + [f".{a}" for a in vars(value)]
             found += [f"state[{name!r}]{attribute} of {by_id.get(id(key), '?')}" for attribute in held]
     return tuple(found)
+
+
+def _holds_grad(tensor: torch.Tensor) -> bool:
+    try:
+        return tensor.is_leaf and tensor.grad is not None
+    except RuntimeError:  # a view made under no_grad of a param since changed in place (Adams_ZeRO's `p.view(-1)` as
+        return False  # its master copy): autograd refuses to read its history, and it holds no grad of its own
 
 
 def tensor_attributes_diagnosis(found: tuple[str, ...], saved_by: str) -> str:
@@ -161,14 +169,32 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
     params = {n: p.detach().clone() for p, n in names.items()}
     state = {by_id.get(id(k), f"<state key #{i}: {type(k).__name__}>"):
              {sk: freeze(sv, by_id) for sk, sv in v.items()} if isinstance(v, dict) else {"": freeze(v, by_id)}
-             for i, (k, v) in enumerate(getattr(optimizer, "state", {}).items())}  # any optimizer: none kept
-    groups = [{k: freeze(v, by_id) for k, v in g.items() if k != "params"} for g in getattr(optimizer, "param_groups", [])]
+             for i, (k, v) in enumerate(per_param_state(optimizer).items())}
+    groups = [{k: freeze(v, by_id) for k, v in group_settings(g).items()} for g in getattr(optimizer, "param_groups", [])]
     attrs = {
         k: freeze(v, by_id)
         for k, v in vars(optimizer).items()
         if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
     }
     return OptimizerSnapshot(params, state, groups, attrs, tensor_attributes(optimizer, by_id))
+
+
+def per_param_state(optimizer: Any) -> Mapping[Any, Any]:
+    """The optimizer's per-param state, torch.optim's `state`; empty where it keeps none so (torchopt keeps its
+    state in `state_groups`, which snapshots compare as an attribute)."""
+    state = getattr(optimizer, "state", None)
+    return state if isinstance(state, Mapping) else {}
+
+
+def group_settings(group: Any) -> dict[str, Any]:
+    """A param group's entries but its params; none where the group is its params alone (torchopt keeps
+    each group as a tuple of tensors, its hyperparameters inside its gradient transformation)."""
+    return {k: v for k, v in group.items() if k != "params"} if isinstance(group, Mapping) else {}
+
+
+def group_params(group: Any) -> list[torch.Tensor]:
+    """A param group's params, whether the group is torch.optim's dict or the params alone (torchopt's tuple)."""
+    return list(group["params"]) if isinstance(group, Mapping) else list(group)
 
 
 def tensors_in(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from ...harness.compare import max_movement, tensor_difference, value_differences
 from ...harness import torch_api
 from ...harness.isolation import isolated_case
+from ...harness.snapshot import per_param_state
 from ...harness.builder import param_dtype
 from ...harness.fuzz_runs import stepped_over
 from ...harness.hypothesis_runs import run_property
@@ -67,7 +68,7 @@ def _state_differences(where: str, opt_a: torch.optim.Optimizer, p_a: torch.Tens
                        p_b: torch.Tensor, tol: Tolerance, labels: tuple[str, str]) -> list[str]:
     """Differences between two params' states; a state tensor of its param's shape is compared
     flattened, so a 0-d or view param's state lines up with its 1-d copy's."""
-    state_a, state_b = dict(opt_a.state.get(p_a, {})), dict(opt_b.state.get(p_b, {}))
+    state_a, state_b = dict(per_param_state(opt_a).get(p_a, {})), dict(per_param_state(opt_b).get(p_b, {}))
     for key in state_a.keys() & state_b.keys():
         a, b = state_a[key], state_b[key]
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == p_a.shape \
@@ -211,7 +212,7 @@ def check_fuzz_dtypes(fuzz: Any, runs: Any) -> Verdict:
                 where = f"{_describe(params.params[i], i)}, {dtype}"
                 if p.dtype != dtype or p.device != device:
                     raise AssertionError(f"dtypes: {where}: the param became {p.dtype} on {p.device} after the step")
-                for key, value in opt.state.get(p, {}).items():
+                for key, value in per_param_state(opt).get(p, {}).items():
                     if not isinstance(value, torch.Tensor) or value.dim() == 0:
                         continue  # 0-d counters (step) are float32 by torch.optim's own convention
                     if value.is_floating_point() and value.dtype != dtype:
