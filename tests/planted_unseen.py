@@ -1019,3 +1019,17 @@ class NoGradViewMasterSGD(PlainSGD):
                 with torch.no_grad():
                     self.state[p]["flat"] = p.view(-1)
                 p.detach().mul_(1.0)
+
+
+class StringStateSGD(PlainSGD):
+    """Correct SGD that keeps a setting as a str in each param's state (fanos's `preconditioner_kind`) and
+    dispatches on it: torch's load_state_dict gives the str back as a generator's text, and the step after
+    a load raises KeyError in the optimizer's frame."""
+
+    def _update(self) -> None:
+        scales = {"plain": 1.0}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    kind = self.state[p].setdefault("kind", "plain")
+                    p.add_(p.grad, alpha=-group["lr"] * scales[kind])

@@ -22,6 +22,7 @@ from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.values import resolve
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
+from .state_dict import require_strings_kept
 
 
 class FsdpSpec(StrictModel):
@@ -155,6 +156,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
     if inspect.isclass(optimizer_cls) and not issubclass(optimizer_cls, torch.optim.Optimizer):
         raise NotApplicable(f"{case.id}: torch.distributed.checkpoint's get_optimizer_state_dict takes a "
                             f"torch.optim.Optimizer, and {optimizer_cls.__name__} is not one")
+    require_strings_kept(case, runs)  # DCP's load is torch's load_state_dict too
     try:
         run = _run(case, runs)
     except RankFailure as exc:  # the ranks of the one sharded run both read crashed or hung: fsdp's red

@@ -62,6 +62,28 @@ STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts ev
                       "override load_state_dict)")
 
 
+STRINGS_LOST = "torch's load_state_dict rebuilds str state as a generator's text"  # one red: state_dict's and ZeRO's
+
+
+def strings_lost_on_load(saved: Any, loaded: Any) -> list[str]:
+    """'state[i][key]: 'diag' came back as '<generator object ...>'' for each str in the saved state_dict's
+    per-param state that the loaded optimizer's state_dict does not give back (`saved`, `loaded`: state_dicts)."""
+    lost = []
+    for index, entry in (saved.get("state", {}) if isinstance(saved, dict) else {}).items():
+        back = loaded.get("state", {}).get(index, {}) if isinstance(loaded, dict) else {}
+        for key, value in entry.items() if isinstance(entry, dict) else ():
+            if isinstance(value, str) and back.get(key) != value:
+                lost.append(f"state[{index!r}][{key!r}]: {value!r} came back as {str(back.get(key))[:60]!r}")
+    return lost
+
+
+def strings_lost_diagnosis(case_id: str, lost: list[str]) -> str:
+    return (f"{case_id}: torch's Optimizer.load_state_dict does not give back the optimizer's str state: "
+            f"{'; '.join(lost[:3])}{f' (and {len(lost) - 3} more)' if len(lost) > 3 else ''}. Its _cast (torch/optim/optimizer.py) takes a str "
+            "for an Iterable and rebuilds it as str(generator), so a run that loads a checkpoint steps on that text: "
+            "torch's doing (the optimizer can keep such a setting in its param groups, which load deep-copies)")
+
+
 def cast_on_load(dtype: str, problems: list[str]) -> list[str]:
     """The differences that are a loaded state tensor in the params' `dtype` where the run that never
     loaded kept another."""

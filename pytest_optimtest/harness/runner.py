@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 
 from . import torch_api
-from .builder import (ClosureCompiles, compile_step, law_closure, make_closure, make_optimizer, make_scheduler, model_with_grads,
+from .builder import (ClosureCompiles, build_model, compile_step, law_closure, make_closure, make_optimizer, make_scheduler, model_with_grads,
                       require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
 from .containment import PROGRESS
 from ..spec.values import resolve
@@ -416,6 +416,16 @@ def _checkpoint(step: int, model: torch.nn.Module, optimizer: Any) -> Checkpoint
     torch.save(optimizer.state_dict(), buffer)
     return Checkpoint(step, {name: p.detach().clone() for name, p in model.named_parameters()}, buffer.getvalue(),
                       {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()})
+
+
+def loaded_state_dict(case: Any, checkpoint: Checkpoint) -> Any:
+    """The state_dict of a fresh optimizer of the case after loading the checkpoint's; None where the load raises."""
+    optimizer = make_optimizer(case, build_model(case))
+    try:
+        optimizer.load_state_dict(checkpoint.optimizer_state())
+        return optimizer.state_dict()
+    except Exception:  # noqa: BLE001  # the runs that load show the error, with its owner
+        return None
 
 
 def _require_state_dict(optimizer: Any) -> None:
