@@ -838,10 +838,11 @@ def _missing_module(problem: str) -> str | None:
     return found.group(1).split(".")[0].replace("-", "_") if found else None
 
 
-def _raised_on_purpose(problem: str) -> bool:
+def _raised_on_purpose(problem: str, asserted: bool = False) -> bool:
     """Whether the line a step's error names is a `raise` statement of the optimizer's own (torch_constrained's
-    "Need to call extrapolation before calling step."): a protocol it enforces, not an accident."""
-    return _raising_line(problem).strip().startswith("raise ")
+    "Need to call extrapolation before calling step."), or with `asserted` an `assert` (Adams_ZeRO's `assert
+    p.is_contiguous()`, a claim about the params it takes): a protocol it enforces, not an accident."""
+    return _raising_line(problem).strip().startswith(("raise ", "assert ") if asserted else "raise ")
 
 
 def _object_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:
@@ -1252,7 +1253,7 @@ def _shape_claims(cls: type, form: Any, every_case: list[dict], dtype: torch.dty
     # (its own `raise`): an accident over views (a `.view` of a transposed param) is a bug fuzz is there to show
     refusal = next((f"{_with(kwargs, every_case[0])}: {refused}" for kwargs in every_case
                     if (refused := _refusal(cls, form, kwargs, [(3, 4)], dtype, needs_closure, transposed=True,
-                                            located=True)) is not None and _raised_on_purpose(refused)
+                                            located=True)) is not None and _raised_on_purpose(refused, asserted=True)
                     and _refusal(cls, form, kwargs, [(4, 3)], dtype, needs_closure) is None), None)
     if refusal is not None:
         settings["allow_views"] = False
@@ -1358,7 +1359,9 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
                  "not by grads)" if gradient_free else "  untouched: true  # a param whose grad is None does not move and gets no state")
     # lr 0 refused (a constructor's check) says nothing of a group set to lr 0 later; lr 0 moving params does
     lr_moves_nothing_at_0 = zero_lr_refusal is None or not zero_lr_refusal.startswith("moved")
-    if lr is not None and lr_moves_nothing_at_0:
+    if lr is not None and not _groups_hold_settings(cls, factory, lr):
+        lines.append("  # param_groups: left out: its param groups are its params alone (torchopt's tuples), no group holds an lr")
+    elif lr is not None and lr_moves_nothing_at_0:
         lines.append("  param_groups: true  # each group's own lr is used (schedulers rely on it)")
     elif lr is not None:  # the law holds a group whose lr is set to 0 still
         lines.append(f"  # param_groups: left out: at lr 0 a step {zero_lr_refusal}")
@@ -1366,6 +1369,15 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
               "  # zero_grads: true  # uncomment if zero grads from fresh state move nothing (no decay)",
               "  # complex: true  # uncomment if it supports complex params (steps like view_as_real)"]
     return lines
+
+
+def _groups_hold_settings(cls: type, factory: Any, lr: float) -> bool:
+    """Whether the optimizer keeps its param groups as torch.optim's dicts (True where it does not construct)."""
+    try:
+        groups = getattr(construct(cls, "list", factory(), {"lr": lr}, "cpu"), "param_groups", [])
+    except Exception:  # noqa: BLE001  # the form probes already said how it constructs
+        return True
+    return all(isinstance(group, dict) for group in groups)
 
 
 def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any],

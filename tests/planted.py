@@ -504,3 +504,13 @@ class ContiguousOnlySGD(PlainSGD):
                 if not p.is_contiguous():
                     raise ValueError(f"ContiguousOnlySGD requires contiguous parameters: call .contiguous() on parameter {i}")
         super()._update()
+
+
+class AssertsContiguousSGD(PlainSGD):
+    """Adams_ZeRO's shape: its constructor asserts each param is contiguous (it keeps a flat view of it)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for p in group["params"]:
+                assert p.is_contiguous(), "All parameters must be contiguous"

@@ -292,6 +292,10 @@ def test_updates_that_round_away_at_low_precision_are_vacuous_not_red(session):
                                    "# fuzz draws no non-contiguous param (allow_views: false): its step refused a transposed "
                                    "one: ValueError: ContiguousOnlySGD requires contiguous parameters",
                                    "  views: false  # its step refuses a non-contiguous param on purpose"], []),
+    # Adams_ZeRO's `assert p.is_contiguous()`: a claim as much as a raise is; fuzz and descent drew views and were red
+    # torchopt's optimizers: each group a tuple of its params, no lr in it to scale
+    ("planted_unseen:TupleGroupsSGD", ["# param_groups: left out: its param groups are its params alone"], ["  param_groups: true"]),
+    ("planted:AssertsContiguousSGD", ["allow_views: false", "  views: false"], []),
     ("planted:FlatViewSGD", ["determinism: {examples: {ci: 10, dev: 20}}"], ["allow_views", "views: false"]),  # a .view accident: a bug, no claim
     ("planted_run_model:FixedDecaySGD", ["  - name: fixed_decay", "# zero_lr: left out: at lr 0 a step moved params "
                                          "(its step size does not scale with lr, or a decay ignores it) with fixed_decay=True"],

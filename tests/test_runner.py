@@ -107,6 +107,19 @@ def test_the_comparison_compares_an_objects_fields_not_its_identity():
     assert value_differences("g", {"s": Schedule(0.5)}, {"s": Schedule(0.7)}, tol) == ["g['s'].__dict__['p']: compiled 0.7 != eager 0.5"]
 
 
+def test_the_comparison_takes_a_0d_tensor_and_a_number_for_the_same_number():
+    """mcnn's ManifoldAdam keeps an int 'step', which torch's Adam.__setstate__ makes a tensor on load:
+    the state_dict round trip and ZeRO's consolidated load were red over 4 vs tensor(4.)."""
+    from pytest_optimtest.harness.compare import value_differences
+    from pytest_optimtest.spec.schema import Tolerance
+
+    tol = Tolerance(atol=1e-5, rtol=1e-6)
+    assert value_differences("s", {"step": 4}, {"step": torch.tensor(4.0)}, tol) == []
+    assert value_differences("s", {"step": 4}, {"step": torch.tensor(5.0)}, tol) == ["s['step']: compiled 5.0 != eager 4.0"]
+    assert value_differences("s", {"m": 1.0}, {"m": torch.ones(1)}, tol) != []  # a 1-element vector is no number
+    assert value_differences("s", {"f": True}, {"f": torch.tensor(1.0)}, tol) != []
+
+
 def test_package_generators_are_the_optimizer_packages_module_level_ones_and_dicts_of_them(monkeypatch):
     import sys
     import types

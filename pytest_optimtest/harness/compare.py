@@ -54,6 +54,8 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
                       labels: tuple[str, str] = LABELS) -> list[str]:
     """All differences between two (nested) values; tensors within tolerance, the rest exactly."""
     ref, new = labels
+    if _scalar_pair(expected, actual):  # a 0-d tensor and a number alike (torch's Adam.__setstate__ makes an int
+        return value_differences(where, float(expected), float(actual), tol, labels)  # 'step' a tensor on load)
     if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
         if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
             return [f"{where}: {new} {_short(actual)} but {ref} {_short(expected)}"]
@@ -79,6 +81,16 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
     if _by_identity(expected) and type(expected) is type(actual):  # two runs' objects are never the same object:
         return value_differences(f"{where}.__dict__", _state(expected), _state(actual), tol, labels)  # compare state
     return [] if _equal(expected, actual) else [f"{where}: {new} {_short(actual)} != {ref} {_short(expected)}"]
+
+
+def _scalar_pair(expected: Any, actual: Any) -> bool:
+    """One side a 0-d real tensor, the other a Python int or float: the same number either way."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def scalar(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) and v.dim() == 0 and not v.is_complex() and v.dtype != torch.bool
+    return (scalar(expected) and number(actual)) or (number(expected) and scalar(actual))
 
 
 def _equal(expected: Any, actual: Any) -> bool:
