@@ -53,6 +53,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     (root / "specs" / "decaying.yaml").write_text("optimizer: planted_laws:ForeachSGD\nname: decaying\n"
                                                   "kwargs: {lr: 0.01, weight_decay: 0.1}\nchecks: [law_untouched]\n"
                                                   "laws: {untouched: true, zero_grads: true}\n")
+    (root / "specs" / "gradless.yaml").write_text("optimizer: planted_laws:DecayWithoutGradSGD\nname: gradless\n"
+                                                  "kwargs: {lr: 0.01}\nlaws: {untouched: true}\n"
+                                                  "checks: [law_untouched, law_late_joiners, in_backward, in_backward_two_optimizers]\n")
     (root / "specs" / "ascendingsgd.yaml").write_text("optimizer: planted_laws:AscendingSGD\nkwargs: {lr: 0.01}\n"
                                                       "checks: [law_descent]\nlaws: {descent: true}\n")
     return run_verbose(root, "--optim-spec", "specs")
@@ -183,3 +186,13 @@ def test_a_step_that_reseeds_a_global_rng_is_seen_even_where_it_was_already_so_s
     observed = observed_run(case, 3, 0, case.tolerance, 0.0)
     assert observed.run.rng_reseeded[:1] == ["step 1 reseeded Python's random"], observed.run.rng_reseeded
     assert observed.run.rng_used == []  # it reads nothing of the stream: its runs are the same whatever the state
+
+
+def test_a_step_that_moves_gradless_params_is_one_red_not_three(session):
+    """torchopt's AdaMax and RAdam: law untouched's red, then late_joiners and two optimizers in backward
+    (whose extra step() calls come with grad None) red again over the same moves."""
+    assert item_outcome(session, "gradless", "law_untouched") == "FAILED"
+    for check in ("law_late_joiners", "in_backward_two_optimizers"):
+        assert item_outcome(session, "gradless", check) == "SKIPPED", check
+    assert "blocked by law_untouched: its step moves params whose grad is None, so the joiners moved before they joined" in session
+    assert "blocked by law_untouched: its step moves params whose grad is None, and each optimizer's step() runs again" in session

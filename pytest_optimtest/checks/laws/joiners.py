@@ -11,7 +11,7 @@ from ...harness.law_runs import coupling, lr_probes
 from ..base import Blocked, NotApplicable, Vacuous
 from .determinism import require_deterministic
 from .section import law_steps, law_tolerance, laws_of, observed
-from .untouched import check_untouched
+from .untouched import check_untouched, moves_gradless_params
 
 
 def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"], said: str) -> dict[str, Any]:
@@ -34,6 +34,10 @@ def joiners_judged(case: Any, runs: Any, law: str, how: Literal["late", "added"]
         except Vacuous as exc:
             vacuous = exc
         except AssertionError as exc:
+            moved = moves_gradless_params(case, runs) if how == "late" else None
+            if moved is not None:
+                raise Blocked(f"{case.id}: blocked by law_untouched: its step moves params whose grad is None, so the "
+                              f"joiners moved before they joined ({moved})") from exc
             if observed(case, runs).run.torch_rng_used:
                 raise Vacuous(f"{case.id}: vacuous: not comparable: the step draws from torch's RNG, and a run over "
                               f"other params draws in another order ({str(exc).splitlines()[-1].strip()})") from exc

@@ -41,6 +41,21 @@ def check_untouched(case: Any, runs: Any) -> Verdict:
     return Verdict("; ".join(said) + f"; with grads they moved {active:.3g} tol", evidence)
 
 
+def moves_gradless_params(case: Any, runs: Any) -> str | None:
+    """Law untouched's red, first line, where the case declares the law and its step moves a param whose grad
+    is None: the root cause of a later joiner's or a grad-None step's difference (late_joiners, two optimizers
+    in backward). None where the law holds, is not declared, or is not judged."""
+    if not laws_of(case).untouched:
+        return None
+    try:
+        check_untouched(case, runs)
+    except AssertionError as exc:
+        return str(exc).splitlines()[0]
+    except Exception:  # noqa: BLE001  # vacuous, not applicable, or raised: no difference of that cause
+        return None
+    return None
+
+
 def _without_grads(case: Any, params: dict[str, torch.nn.Parameter], grads: list, steps: int, tol: Tolerance) -> None:
     run = law_trajectory(case, params, grads)
     for step in range(steps):
