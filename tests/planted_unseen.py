@@ -1033,3 +1033,16 @@ class StringStateSGD(PlainSGD):
                 if p.grad is not None:
                     kind = self.state[p].setdefault("kind", "plain")
                     p.add_(p.grad, alpha=-group["lr"] * scales[kind])
+
+
+class PartialNormStateSGD(PlainSGD):
+    """SGD that keeps each grad's squared norm, read as a Python number, in its state (mctorch's conjugate
+    gradient: `state['ograd_ograd'] = torch.sum(grad * grad).item()`): over FSDP2's DTensor grads each rank
+    keeps its own shard's, so both the sharded run and the state a checkpoint saves differ by rank."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.state[p]["grad_grad"] = torch.sum(p.grad * p.grad).item()
+                    p.add_(p.grad, alpha=-group["lr"] / (1.0 + self.state[p]["grad_grad"]) ** 0.5)
