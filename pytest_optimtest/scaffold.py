@@ -32,6 +32,7 @@ from .harness.compare import max_movement
 from .harness.devices import unavailable_reason
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
+from .harness.snapshot import groups_hold_settings
 from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
 from .setups import train_mode
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
@@ -1374,10 +1375,9 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
 def _groups_hold_settings(cls: type, factory: Any, lr: float) -> bool:
     """Whether the optimizer keeps its param groups as torch.optim's dicts (True where it does not construct)."""
     try:
-        groups = getattr(construct(cls, "list", factory(), {"lr": lr}, "cpu"), "param_groups", [])
+        return groups_hold_settings(construct(cls, "list", factory(), {"lr": lr}, "cpu"))
     except Exception:  # noqa: BLE001  # the form probes already said how it constructs
         return True
-    return all(isinstance(group, dict) for group in groups)
 
 
 def _properties(cls: type, state_follows_param: bool, stored: set[str], shapes: dict[str, Any],

@@ -22,6 +22,7 @@ from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.values import resolve
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
+from ..harness.diagnosis import state_holds_str
 from .state_dict import require_strings_kept
 
 
@@ -166,7 +167,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         raise Blocked(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
                             f"{run.eager.error.splitlines()[0]}")
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
-    if any(isinstance(value, str) for entry in run.eager.state.values() for value in entry.values()):
+    if state_holds_str(run.eager.state):
         require_strings_kept(case, runs)  # DCP's load is torch's load_state_dict too, which garbles a str
     other_grads = _other_grads(case, run)
     if other_grads and "fsdp" in case.checks:
@@ -236,11 +237,15 @@ PARTIAL_READS = "its step reads numbers off partial DTensors"  # one red: fsdp's
 def _red(message: str, told: Trained | None) -> AssertionError:
     """The red of `message`, with what `told` (the eager sharded run) says of why: numbers its step read off
     partial DTensors; state kept as plain shard tensors, one root cause with the other regime's."""
-    if told is not None and told.partial_reads:
+    if told is None:
+        return AssertionError(message)
+    if told.partial_reads:
         message += _partial_reads(told)
-    if told is None or not told.shard_shaped:  # numbers read off partial DTensors differ by rank: fsdp's red and the load's
-        return KnownCause(message, PARTIAL_READS) if told is not None and told.partial_reads else AssertionError(message)
-    return KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
+    if told.shard_shaped:
+        return KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
+    if told.partial_reads:  # numbers read off partial DTensors differ by rank: fsdp's red and the load's
+        return KnownCause(message, PARTIAL_READS)
+    return AssertionError(message)
 
 
 def _partial_reads(trained: Trained) -> str:

@@ -7,8 +7,8 @@ from typing import Any
 from ..harness import torch_api
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, snapshot_differences
-from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, strings_lost_diagnosis,
-                                 strings_lost_on_load)
+from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, state_holds_str,
+                                 strings_lost_diagnosis, strings_lost_on_load)
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
@@ -23,8 +23,11 @@ def require_strings_kept(case: Any, runs: Any) -> Any:
     its garbled text and raise in the optimizer's frame (state_dict's, checkpoint's)."""
     n = case.steps
     reference = runs.run(case, Regime(closure=case.closure, steps=2 * n, checkpoint_at=n))
-    loaded = loaded_state_dict(case, reference.checkpoint) if reference.checkpoint is not None else None
-    lost = strings_lost_on_load(reference.checkpoint.optimizer_state(), loaded) if loaded is not None else []
+    saved = reference.checkpoint.optimizer_state() if reference.checkpoint is not None else {}
+    if not isinstance(saved, dict) or not state_holds_str(saved.get("state", {})):
+        return reference  # nothing torch's load could garble: no probe load
+    loaded = loaded_state_dict(case, reference.checkpoint)
+    lost = strings_lost_on_load(saved, loaded) if loaded is not None else []
     if lost:
         raise KnownCause(strings_lost_diagnosis(case.id, lost), STRINGS_LOST)
     return reference

@@ -65,6 +65,11 @@ STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts ev
 STRINGS_LOST = "torch's load_state_dict rebuilds str state as a generator's text"  # one red: state_dict's and ZeRO's
 
 
+def state_holds_str(state: Any) -> bool:
+    """Whether per-param state ({param: {key: value}}, a state_dict's or a snapshot's) holds a str value."""
+    return any(isinstance(value, str) for entry in state.values() if isinstance(entry, dict) for value in entry.values())
+
+
 def strings_lost_on_load(saved: Any, loaded: Any) -> list[str]:
     """'state[i][key]: 'diag' came back as '<generator object ...>'' for each str in the saved state_dict's
     per-param state that the loaded optimizer's state_dict does not give back (`saved`, `loaded`: state_dicts)."""

@@ -160,14 +160,14 @@ COLLECTIVES = ("all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all
                "broadcast", "gather", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter")
 
 
-def _without_collectives(step: Any) -> Any:
-    """ZeRO's local optimizer's constructor or step, refused (ZeroRefused, on every rank alike: none waits in a collective) where the
-    optimizer's own step calls a torch.distributed collective: ZeRO gives each rank's instance other params,
-    so collectives over them cannot match (a hang, or garbage), and an optimizer that distributes itself
-    is not ZeRO's to wrap."""
+def _without_collectives(function: Any) -> Any:
+    """`function` (the local optimizer's constructor or step under ZeRO), refused with ZeroRefused, on every rank
+    alike so that none waits in a collective, where the optimizer calls a torch.distributed collective itself:
+    ZeRO gives each rank's instance other params, so those collectives cannot match (a hang, or garbage), and
+    an optimizer that distributes itself is not ZeRO's to wrap."""
     def called(*args: Any, **kwargs: Any) -> Any:
         with _collectives_refused():
-            return step(*args, **kwargs)
+            return function(*args, **kwargs)
     return called
 
 

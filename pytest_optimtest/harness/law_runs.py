@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -21,7 +21,7 @@ from .compare import non_finite, value_differences
 from .devices import seed_all
 from .isolation import isolated_case
 from .param_forms import instantiate
-from .snapshot import OptimizerSnapshot, group_settings, snapshot
+from .snapshot import OptimizerSnapshot, group_settings, groups_hold_settings, snapshot
 from .vacuity import NotApplicable, diverged_params
 
 SECTION_KEY = "laws"  # the spec's section (checks/laws/section.py)
@@ -208,7 +208,7 @@ def _grouped(case: Any, own: dict[str, torch.nn.Parameter], groups: Groups) -> A
         raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} refuses param groups "
                             f"({'of named params' if named else 'as dicts'}): {type(exc).__name__}: {exc}; "
                             "a law over groups cannot apply (turn it off in the spec's laws)") from exc
-    if not all(isinstance(group, Mapping) for group in optimizer.param_groups):
+    if not groups_hold_settings(optimizer):
         raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} keeps each param group as its params alone (torchopt's "
                             "tuples: its settings live in its transformation), so no group has settings of its own; a "
                             "law over groups cannot apply (turn it off in the spec's laws)")

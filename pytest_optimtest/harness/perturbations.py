@@ -9,7 +9,7 @@ import torch
 
 from ..spec.values import build_kwargs
 from .run_phases import Perturbation
-from .snapshot import group_params, per_param_state
+from .snapshot import group_params, groups_hold_settings, per_param_state
 
 
 @dataclass
@@ -45,7 +45,7 @@ class PerturbationError(AssertionError):
 def apply_perturbation(perturbation: Perturbation, opt: torch.optim.Optimizer, device: str) -> None:
     """Make the change a perturbation describes, in place, as user code would between steps."""
     action = perturbation.action
-    if action in ("set_lr", "set_group") and not all(isinstance(g, dict) for g in opt.param_groups):
+    if action in ("set_lr", "set_group") and not groups_hold_settings(opt):
         raise PerturbationError(f"{action}: this optimizer's param groups are its params alone (no settings to change)")
     state = per_param_state(opt)
     if action == "set_lr":

@@ -186,6 +186,11 @@ def per_param_state(optimizer: Any) -> Mapping[Any, Any]:
     return state if isinstance(state, Mapping) else {}
 
 
+def groups_hold_settings(optimizer: Any) -> bool:
+    """Whether every param group is torch.optim's dict, with settings beside its params (torchopt's are tuples)."""
+    return all(isinstance(group, Mapping) for group in getattr(optimizer, "param_groups", []))
+
+
 def group_settings(group: Any) -> dict[str, Any]:
     """A param group's entries but its params; none where the group is its params alone (torchopt keeps
     each group as a tuple of tensors, its hyperparameters inside its gradient transformation)."""
