@@ -111,7 +111,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         instances, instance_lines, instance_notes = {argument: wrapped, **instances}, {argument: shown_value, **instance_lines}, [
             f"{argument}: torch.optim.SGD over the params (init's guess for the optimizer it wraps): put yours", *instance_notes]
     probed: Any = functools.partial(cls, **instances) if instances else cls
-    fills, fill_notes = _required_fills(probed, {"lr": lr} if has_lr else {})
+    fills, fill_notes = _required_fills(probed, {"lr": lr} if has_lr else {}, "wrapped" if wraps else "list")
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
     guessed = {"lr": lr} if has_lr else {}  # the kwargs the probes below start from, until lr is probed
@@ -352,11 +352,12 @@ def _guesses(name: str) -> tuple[float, ...]:
     return COUNT_GUESSES if _COUNTS.search(name) else REQUIRED_GUESSES
 
 
-def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], list[str]]:
+def _required_fills(cls: type, kwargs: dict, form: str = "list") -> tuple[dict[str, float | int], list[str]]:
     """({name: value}, notes) for the hyperparameters the constructor requires beyond params and lr
     (torch.optim's `required` sentinel, a keyword-only argument without a default, one annotated as a
-    number, or a positional one that steps given a number): the first of
-    REQUIRED_GUESSES with which it constructs and steps, said in a note to replace with the user's value."""
+    number, a positional one that steps given a number, or a None default it refuses by name): the first of
+    REQUIRED_GUESSES with which it constructs and steps in the params `form`, said in a note to replace with
+    the user's value."""
     from torch.optim.optimizer import required  # the sentinel torch.optim and its imitators default to
 
     parameters = list(inspect.signature(cls).parameters.values())[1:]  # after the params
@@ -365,13 +366,13 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
     unset = [p.name for p in parameters if p.default is None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
              and p.name not in ("lr", "foreach", "maximize", "capturable", "differentiable", "fused")]
     names += _positional_numbers(cls, kwargs, names, [p.name for p in parameters if p.name not in names and p.name != "lr"
-                                                     and p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty])
-    names += _needed_none_defaults(cls, kwargs, {name: _guesses(name)[0] for name in names}, unset)
+                                                     and p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty], form)
+    names += _needed_none_defaults(cls, kwargs, {name: _guesses(name)[0] for name in names}, unset, form)
     if not names:
         return {}, []
 
     def steps(candidate: dict[str, float]) -> bool:
-        return _stepped(cls, "list", {**kwargs, **candidate}, two_linear, steps=1)[1] is None
+        return _stepped(cls, form, {**kwargs, **candidate}, two_linear, steps=1)[1] is None
 
     fills = {name: _guesses(name)[0] for name in names}
     for name in names if not steps(fills) else ():  # one at a time, the others at the first guess
@@ -379,16 +380,16 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
     # values apart, ascending in the constructor's order, around the params (whose init lies within +-1): equal
     # guesses make an empty range of bounds (torchzero's lb, ub), whose refusal a spec would show as the optimizer's
     apart = {name: (sorted(COUNT_GUESSES) if _COUNTS.search(name) else APART_GUESSES)[min(i, 2)] for i, name in enumerate(names)}
-    if len(names) > 1 and not steps(fills) and (steps(apart) or _constructs(cls, "list", two_linear, {**kwargs, **apart})):
+    if len(names) > 1 and not steps(fills) and (steps(apart) or _constructs(cls, form, two_linear, {**kwargs, **apart})):
         fills = apart
-    elif len(set(fills.values())) == 1 < len(names) and _ignores_its_loss(cls, {**kwargs, **fills}):
+    elif len(set(fills.values())) == 1 < len(names) and form == "list" and _ignores_its_loss(cls, {**kwargs, **fills}):
         # equal bounds step, to one point whatever the loss (scipy's DE in lb = ub = 0.9): nothing under test; apart,
         # the search is, or it runs past the probe's time and the spec says so of these values
         apart_steps = steps(apart)
         if _PROBE_SLOW.get() is not None or (apart_steps and not _ignores_its_loss(cls, {**kwargs, **apart})):
             fills = apart
     if not steps(fills):
-        if _constructs(cls, "list", two_linear, {**kwargs, **fills}):  # a spec that loads, its step's error shown by its runs
+        if _constructs(cls, form, two_linear, {**kwargs, **fills}):  # a spec that loads, its step's error shown by its runs
             return fills, [f"{', '.join(f'{k}: {v}' for k, v in fills.items())}: init's guesses for what the constructor "
                            f"requires (it constructs so; no guess of {REQUIRED_GUESSES} stepped): put your values"]
         return {}, [f"{', '.join(names)}: the constructor requires them and no guess of {REQUIRED_GUESSES} stepped: fill them in"]
@@ -396,7 +397,7 @@ def _required_fills(cls: type, kwargs: dict) -> tuple[dict[str, float | int], li
                    "put your values"]
 
 
-def _positional_numbers(cls: type, kwargs: dict, names: list[str], untyped: list[str]) -> list[str]:
+def _positional_numbers(cls: type, kwargs: dict, names: list[str], untyped: list[str], form: str = "list") -> list[str]:
     """The required positional arguments without annotation that are hyperparameters (torch-clip's
     ClippedSSTM(params, lr, L): a Lipschitz constant), not a second params argument (Muon's hybrids):
     given one guess each, the others at their first, the constructor constructs and steps."""
@@ -404,7 +405,7 @@ def _positional_numbers(cls: type, kwargs: dict, names: list[str], untyped: list
         return []
     fills = {name: _guesses(name)[0] for name in names}
     for guess in REQUIRED_GUESSES:
-        if _stepped(cls, "list", {**kwargs, **fills, **{name: guess for name in untyped}}, two_linear, steps=1)[1] is None:
+        if _stepped(cls, form, {**kwargs, **fills, **{name: guess for name in untyped}}, two_linear, steps=1)[1] is None:
             return untyped
     return []
 
@@ -475,8 +476,10 @@ def _wrapped_base(cls: type, kwargs: dict) -> tuple[str, BaseOptimizer, str] | N
     argument = wrapped_optimizer_argument(cls)
     if argument is None:
         return None
-    if not _constructs(functools.partial(cls, **{argument: DEFAULT_BASE}), "wrapped", two_linear, kwargs):  # type: ignore[arg-type]
-        return None  # (its step may still raise: the optimizer's own error, which the spec's comment and runs then show)
+    wrapper: Any = functools.partial(cls, **{argument: DEFAULT_BASE})
+    # (its step may still raise: the optimizer's own error, which the spec's comment and runs then show)
+    if not _constructs(wrapper, "wrapped", two_linear, {**kwargs, **_required_fills(wrapper, kwargs, "wrapped")[0]}):
+        return None
     return argument, DEFAULT_BASE, DEFAULT_BASE.spec_text()
 
 
@@ -501,23 +504,30 @@ def _lr_refusal(cls: type, lr: float) -> str | None:
     return f"its step refuses it: {stepped}" if _stepped(cls, "list", {}, two_linear, steps=1)[1] != stepped else None
 
 
-def _needed_none_defaults(cls: type, kwargs: dict, fills: dict, unset: list[str]) -> list[str]:
-    """The None-default arguments the constructor cannot do without (Ranger21 multiplies its
-    num_batches_per_epoch by num_epochs): while a step raises over None, each in turn is given a
+def _needed_none_defaults(cls: type, kwargs: dict, fills: dict, unset: list[str], form: str = "list") -> list[str]:
+    """The None-default arguments the constructor cannot do without: while a step raises over None
+    (Ranger21 multiplies its num_batches_per_epoch by num_epochs), or the constructor refuses naming
+    one (DropGrad's "Either drop_rate or params must be specified"), each such one in turn is given a
     number, and kept where that changes what the step raises or makes it step."""
-    problem = _stepped(cls, "list", {**kwargs, **fills}, two_linear, steps=1)[1]
+    problem = _stepped(cls, form, {**kwargs, **fills}, two_linear, steps=1)[1]
     needed: list[str] = []
     for name in unset:
-        if problem is None or "NoneType" not in problem:
-            break
+        if not _wants_a_value(problem, name):
+            continue
         for guess in _guesses(name):
-            tried = _stepped(cls, "list", {**kwargs, **fills, **{n: _guesses(n)[0] for n in needed}, name: guess},
+            tried = _stepped(cls, form, {**kwargs, **fills, **{n: _guesses(n)[0] for n in needed}, name: guess},
                              two_linear, steps=1)[1]
             if tried != problem:
                 needed.append(name)
                 problem = tried
                 break
-    return needed if problem is None or "NoneType" not in problem else []
+    return [] if any(_wants_a_value(problem, name) for name in unset) else needed
+
+
+def _wants_a_value(problem: str | None, name: str) -> bool:
+    """Whether what a step raised says that a None-default argument, `name`, needs a value: it took
+    None for a number, or it names the argument."""
+    return problem is not None and ("NoneType" in problem or re.search(rf"\b{re.escape(name)}\b", problem) is not None)
 
 
 def _constructible(cls: type, base: dict, kwargs: dict, defaults: dict, form: Any, factory: Any,
@@ -561,9 +571,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         step_problem = _first_step_problem(cls, "wrapped", kwargs, two_linear)
         return "wrapped", two_linear, lines + ([f"# one step over the default model raises ({step_problem}): the optimizer's "
                                                 "own error, which its runs show with its line"] if step_problem else [])
-    required = [n for n, p in inspect.signature(cls).parameters.items()
-                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
-                and n not in kwargs]  # a required lr is given
+    required = _required_params_arguments(cls, kwargs)
     if len(required) == 2:  # params split across two arguments: Muon hybrids take matrices first
         split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
         try:
@@ -577,8 +585,8 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                                        f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}",
                                        *(_skip_lines(f"its step requires arguments torch.optim's do not ({taken}): {stepped}",
                                                      _step_arguments_reason(taken)) if stepped is not None and taken else [])]
-        except Exception as exc:  # noqa: BLE001  # then say what to fill in
-            return "list", two_linear, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
+        except Exception as exc:  # noqa: BLE001  # then say what to fill in, in a spec that loads and skips until then
+            return "list", None, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
                                         f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
@@ -612,7 +620,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                 return "list", None, [
                     f"# the constructor refused a list of params, named params and the model ({problems['list']}): " +
                     (f"it takes positional arguments after its params (*{extra}), which a spec cannot give" if extra else
-                     "fill in `params` (param groups selected by names, ndim, min_ndim; docs/specs.md)")]
+                     f"it takes {_what_it_takes(cls, problems['list'])}")]
             return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
                                          f"(it refuses a plain list: {problems['list']})",
                                          "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
@@ -653,14 +661,28 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     return form, factory, lines
 
 
+def _required_params_arguments(cls: type, kwargs: dict | None = None) -> list[str]:
+    """The constructor's required positional arguments that `kwargs` does not give (a required lr is
+    given): two where params are split across two arguments (Muon hybrids, a min-max game's players)."""
+    return [n for n, p in inspect.signature(cls).parameters.items()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
+            and n not in (kwargs or {})]
+
+
 def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, form_lines: list[str]) -> str:
     """A spec that loads and skips every test, saying what to fill in, for a constructor that refuses
     every params form and model the plugin has: a model of its own kind (LoRA-Pro's), params nested in
     a way no spec form gives (AdamSLS's list of lists). What it takes is the user's to give."""
     shown = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
+    try:
+        construct(cls, "list", two_linear(), kwargs, "cpu")
+        refusal = ""
+    except Exception as exc:  # noqa: BLE001  # what it said of a plain list, which names what it wants instead
+        refusal = one_line(exc)
     wanted = ("a model of its own kind: give `model:` a factory of one (called as factory(device=...))" if form == "model"
-              else "params in a form init could not find: give `params` groups it takes (docs/specs.md)")
-    reason = f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}, and remove this skip"
+              else _what_it_takes(cls, refusal))
+    reason = (f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}"
+              + ("" if wanted.endswith("not supported") else ", and remove this skip"))
     extra = _extra_positional(cls)
     if extra is not None:  # torchzero's Optimizer(params, *modules): what it refused is the arguments, not the params
         reason = (f"{cls.__name__} takes positional arguments after its params (*{extra}) and refused construction without "
@@ -668,10 +690,40 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     taken = _step_arguments(cls)
     if taken is not None:  # no params form would do: no run of the plugin's calls such a step
         reason = _step_arguments_reason(taken)
+    players = _required_params_arguments(cls)
+    loss = _loss_value_parameter(cls)
+    if len(players) == 2 and loss is not None:  # CGDs' ACGD(max_params, min_params).step(loss): a min-max game
+        reason = (f"its constructor takes two sets of params ({', '.join(players)}) and its step the loss itself "
+                  f"(step({loss})): a two-player game's protocol, not torch.optim's: not supported")
     return "\n".join([
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
         f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *(["params: model"] if form == "model" else []), *form_lines,
         "cases:", "  - name: default", "devices: [cpu, cuda]", "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
+
+
+_MISSING_ARGUMENTS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$")
+
+
+def _what_it_takes(cls: type, refusal: str) -> str:
+    """What a constructor that refused every params form takes, read off its refusal of a plain list:
+    arguments init had no guess for (infty's SAM: `base_optimizer`, `model`, `args`); no params at all
+    (gdtuo's SGD(alpha=0.01, ...), whose first argument is a number); objects of its own kind in its
+    first argument (ecoint8's int8 layers, read as `.w_i8`); else params nested in a form init could not
+    find (AdamSLS's list of lists)."""
+    missing = _MISSING_ARGUMENTS.search(refusal)
+    if missing:
+        names = ", ".join(re.findall(r"'(\w+)'", missing.group(1)))
+        return (f"arguments init has no guess for ({names}): give them under kwargs ({KWARG_OBJECTS}; docs/specs.md)")
+    first = next(iter(inspect.signature(cls).parameters.values()), None)
+    if first is None:
+        return "no arguments: it cannot be given params"
+    if isinstance(first.default, (int, float)) and not isinstance(first.default, bool):
+        return (f"no params: its first argument, `{first.name}`, is a number (default {first.default!r}); it is no "
+                "optimizer of params as torch.optim's are: not supported")
+    if re.search(r"'(Parameter|Tensor)' object has no attribute", refusal):
+        return (f"objects of its own kind in its first argument, `{first.name}`, which read attributes params lack: no params "
+                "form gives them: not supported")
+    return "params in a form init could not find: give `params` groups it takes (docs/specs.md)"
 
 
 def _extra_positional(cls: type) -> str | None:
@@ -1427,6 +1479,7 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     if path.exists():
         print(f"error: {path} exists; pass -o to write elsewhere", file=sys.stderr)
         return 1
+    text = text.replace(f"--optim-spec {filename} ", f"--optim-spec {path} ")  # the "Run it" line names the file written
     path.write_text(text)
     try:
         cases = project_registry(path).cases(path)
@@ -1437,12 +1490,39 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     runnable = next((case for case in cases if unavailable_reason(case.device) is None and hasattr(case, "checks")
                      and set(case.checks) - set(case.skip)), None)
     seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
-    if seen:
-        path.write_text(text + "\n".join(seen) + "\n")
+    refuted = _claims_refuted(project_registry(path), runnable) if runnable is not None else {}
+    for law, saw in refuted.items():  # a claim init proposed and saw broken is the user's to make, not init's
+        commented = f"  # {law}: true  # uncomment if it claims this: init saw it broken on its first case: {saw}"
+        text = re.sub(rf"^  {law}: true  #.*$", commented.replace("\\", "\\\\"), text, flags=re.MULTILINE)
+    if seen or refuted:
+        path.write_text(text + "\n".join(seen) + ("\n" if seen else ""))
     failed = sum(line.startswith("  #   ") for line in seen)
     print(f"wrote {path}: {len(cases)} cases" + (f"; {failed} law(s) on by default failed on its first case "
                                                  "(commented at the end)" if seen else ""))
     return 0
+
+
+# Laws init proposes on by name, not on by default, that it runs before proposing: descent (an
+# ascent optimizer, GradientAscent, raises the loss by design; init cannot know it claims otherwise).
+PROBED_CLAIMS = ("descent",)
+
+
+def _claims_refuted(registry: Any, case: Any) -> dict[str, str]:
+    """{law: the first line of its failure} for the PROBED_CLAIMS that fail on `case`."""
+    from .harness.run_cache import RunCache  # imports torch's harness: only init's last step needs it
+
+    runs, refuted = RunCache(), {}
+    for law in PROBED_CLAIMS:
+        check = registry.get(f"law_{law}")
+        if check is None or check.name not in case.checks or check.name in case.skip:
+            continue
+        try:
+            check.run(case, runs)
+        except AssertionError as exc:
+            refuted[law] = one_line(exc)[:200]
+        except Exception:  # noqa: BLE001 - not applicable, vacuous, blocked, or raising: the claim stands for its runs to judge
+            continue
+    return refuted
 
 
 def _laws_on_by_default_failing(registry: Any, case: Any) -> list[str]:

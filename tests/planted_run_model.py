@@ -1050,3 +1050,84 @@ class LipschitzSGD(PlainSGD):
             raise ValueError(f"Invalid Lipschitz constant: {L}")
         super().__init__(params, lr)
         self.lipschitz = L
+
+
+class DropRateWrapper:
+    """DropGrad's shape: a wrapper over an optimizer instance whose constructor refuses without one of two
+    None-default arguments, naming it ("Either drop_rate or params must be specified"): init wrote a spec
+    that skipped, saying "fill in `params`"."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, drop_rate: float | None = None, params: dict | None = None):
+        if drop_rate is None and params is None:
+            raise ValueError("Either drop_rate or params must be specified")
+        self.optimizer, self.drop_rate = optimizer, drop_rate
+
+    def step(self, closure=None):
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.mul_(1.0 - self.drop_rate / 2)
+        return self.optimizer.step(closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none)
+
+
+class ModelArgsSAM(PlainSGD):
+    """infty's SAM: required arguments after params (a base optimizer, the model, a dict of settings) that
+    init has no guess for; its skip said "fill in `params`"."""
+
+    def __init__(self, params, base_optimizer, model, args, lr=0.01):
+        super().__init__(params, lr)
+        self.settings = {"rho": 0.1, **args}  # a number raises here: no guess of init's constructs it
+        self.base_optimizer, self.model = base_optimizer, model
+        self.param_groups = base_optimizer.param_groups
+
+
+class HyperparameterOnly:
+    """gradient-descent-the-ultimate-optimizer's SGD(alpha=0.01, mu=0.0): no params argument at all."""
+
+    def __init__(self, alpha=0.01, mu=0.0):
+        self.parameters = {"alpha": torch.tensor(alpha), "mu": torch.tensor(mu)}
+
+    def step(self, params):
+        for name in params:
+            params[name] = params[name] - self.parameters["alpha"] * params[name].grad
+
+
+class LayersSGD:
+    """ecoint8's EcoSGDM(int8_layers): its first argument takes layers of its own kind and reads their
+    `w_i8`, which params lack."""
+
+    def __init__(self, layers, lr=0.01):
+        self.weights = [layer.w_i8 for layer in layers]
+        self.lr = lr
+
+    def step(self, closure=None):
+        return None
+
+
+class MinMaxGame:
+    """CGDs' ACGD(max_params, min_params).step(loss): a two-player game's protocol; init's spec did not
+    load ("name the argument each param group goes to")."""
+
+    def __init__(self, max_params, min_params, lr=1e-3):
+        self.max_params, self.min_params, self.lr = list(max_params), list(min_params), lr
+
+    def step(self, loss, trigger=0.0):
+        grads = torch.autograd.grad(loss, self.max_params + self.min_params)
+        with torch.no_grad():
+            for p, g in zip(self.max_params, grads):
+                p.add_(g, alpha=self.lr)
+            for p, g in zip(self.min_params, grads[len(self.max_params):]):
+                p.add_(g, alpha=-self.lr)
+
+
+class AscentSGD(PlainSGD):
+    """gradient_ascent's GradientAscent: it raises the loss by design; init proposed law descent for it."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=group["lr"])

@@ -3,7 +3,10 @@
 Seed 002's comparison with public APIs: every rank gets its shard of the same global
 batch; DDP averages the shards' gradients, and multiplying them by the world size (the
 seed's scaling) makes them the gradient of the whole batch's summed loss, which is what
-the one-process run computes.
+the one-process run computes, shard by shard: its grads are the shards' grads summed, as
+DDP's reduction sums them, not the whole batch's in one backward, whose rounding differs in
+the last bit; an update that divides by a near-zero statistic (an Adam without bias
+correction at a vanishing grad) turns that bit into a difference no tolerance admits.
 """
 
 from __future__ import annotations
@@ -122,7 +125,8 @@ def _train_local(case: Case, batches: list[torch.Tensor], compiled: bool):
     loss_fn = loss_for(case.data)
 
     def train_step(inputs: torch.Tensor) -> None:
-        loss_fn(model(inputs)).backward()
+        for shard in inputs.chunk(case.distributed.world_size):  # each rank's, summed as DDP's reduction sums them
+            loss_fn(model(shard)).backward()
         opt.step()
         zero_grads(opt, model.parameters)
 
