@@ -1060,3 +1060,15 @@ class LastBitSGD(PlainSGD):
                 if p.grad is not None:
                     last_bit = (p.grad.float().view(torch.int32) & 1).to(p.dtype)
                     p.sub_(group["lr"] * (p.grad + 0.01 * last_bit))
+
+
+class GroupIndexStateSGD(PlainSGD):
+    """DoWG's state: keyed by the group's index (`state[0]['x0']`) beside its params, which torch's
+    state_dict saves as indices too; on load the group's entry is read back as param 0's."""
+
+    def _update(self) -> None:
+        for index, group in enumerate(self.param_groups):
+            start = self.state[index].setdefault("x0", [p.detach().clone() for p in group["params"]])
+            for p, p0 in zip(group["params"], start):
+                if p.grad is not None:
+                    p.add_(p.grad + 0.1 * (p - p0), alpha=-group["lr"])

@@ -413,3 +413,32 @@ def test_ddps_reference_sums_the_shards_grads_as_ddp_does(tmp_path):
         assert "eager DDP on 2 ranks matches one process" in str(exc)
     else:
         assert "DDP on 2 gloo ranks" in str(verdict)
+
+
+def test_a_difference_within_what_one_ulp_grows_into_is_not_comparable():
+    from pytest_optimtest.harness.vacuity import Vacuous, require_beyond_amplified_ulp
+
+    reference = {"w": torch.tensor([1.0, 2.0, 3.0])}
+    nudged = {"w": torch.tensor([1.0, 2.0 + 2e-4, 3.0])}  # one ulp after step 1 grew to 2e-4 by the last
+    with pytest.raises(Vacuous, match=r"differ by at most 6.\d+e-05, and the one-process run itself moves by 0.0002"):
+        require_beyond_amplified_ulp("c", reference, nudged, {"w": torch.tensor([1.0, 2.0 + 6.8e-5, 3.0])}, "over 3 steps")
+    # beyond the margin: a fault, whatever the rounding
+    require_beyond_amplified_ulp("c", reference, nudged, {"w": torch.tensor([1.0, 2.0 + 1e-3, 3.0])}, "over 3 steps")
+    require_beyond_amplified_ulp("c", reference, reference, {"w": torch.tensor([1.0, 2.0 + 1e-6, 3.0])}, "over 3 steps")
+
+
+def test_the_nudged_reference_shows_how_much_the_update_amplifies_one_ulp(tmp_path):
+    # gradient_ascent's compiled step over DTensor params differed from one process by 7e-5 at one element, and the
+    # red blamed torch.compile; one ulp nudged into the params after the first step grows as large there
+    from pytest_optimtest.harness.fsdp_run import train_whole
+
+    def spread(optimizer):
+        folder = tmp_path / optimizer.split(":")[1]
+        folder.mkdir()
+        case = one_case(folder, spec(optimizer, kwargs="{lr: 0.01}", checks="[fsdp]"))
+        batches = [torch.randn(8, 10) for _ in range(3)]
+        plain, nudged = train_whole(case, batches), train_whole(case, batches, nudged=True)
+        return max(float((plain.params[n] - nudged.params[n]).abs().max()) for n in plain.params)
+
+    assert spread("planted:PlainSGD") < 1e-6  # SGD carries an ulp as an ulp
+    assert spread("planted_unseen:LastBitSGD") > 1e-5  # a step that reads the grads' last bit amplifies it

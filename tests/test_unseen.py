@@ -62,6 +62,7 @@ SPECS = {
     "tuplegroups": "optimizer: planted_unseen:TupleGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [parity, zero, law_param_groups]\n"
                    "laws: {param_groups: true}\n",
     "stringstate": "optimizer: planted_unseen:StringStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero, checkpoint]\n",
+    "groupindex": "optimizer: planted_unseen:GroupIndexStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict]\n",
     "selfreducing": "optimizer: planted_unseen:SelfReducingSGD\nkwargs: {lr: 0.1}\nchecks: [zero]\n",
     "noviewhistory": "optimizer: planted_unseen:NoGradViewMasterSGD\nkwargs: {lr: 0.1}\nchecks: [law_untouched]\n"
                      "laws: {untouched: true}\n",
@@ -987,3 +988,13 @@ def test_a_number_read_off_a_partial_dtensor_into_state_is_one_red_in_fsdp_and_c
                 for check in ("fsdp", "checkpoint")}
     assert sorted(outcomes.values()) == ["FAILED", "SKIPPED"], outcomes
     assert "blocked by the same error in " in out and "its step reads numbers off partial DTensors" in out
+
+
+def test_state_under_an_int_key_that_is_no_param_is_named_on_the_state_dict_red(session):
+    # DoWG keeps its group's state under the group's index, 0, which torch's state_dict also gives param 0: the red
+    # said only "results differ"
+    out, _ = session
+    node = "specs/groupindex.yaml::groupindexstatesgd-default-cpu::state_dict"
+    assert _outcome(out, node) == "FAILED"
+    assert ("diagnosis: the optimizer keeps state under int keys that are no params (<state key 0>), and torch's "
+            "state_dict saves each param's state under the param's index") in " ".join(_failure(out, node).split())

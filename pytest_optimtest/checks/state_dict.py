@@ -12,7 +12,7 @@ from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, c
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
-from ..harness.snapshot import params_in_groups_diagnosis, tensor_attributes_diagnosis
+from ..harness.snapshot import int_state_keys, params_in_groups_diagnosis, tensor_attributes_diagnosis
 from ..harness.vacuity import Blocked, require_compiled, require_moved
 from .base import Check, Verdict
 
@@ -59,6 +59,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                      + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
                      + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
                      + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
+                     + (INT_KEYS.format(keys=", ".join(keys)) if (keys := int_state_keys(reference.final.state)) else "")
                      + (STATE_CAST_ON_LOAD if cast else ""))
         raise KnownCause(message, STATE_CAST) if cast else AssertionError(message)
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
@@ -78,6 +79,12 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
 ATTRIBUTES_NOT_SAVED = ("\n  diagnosis: an attribute of the optimizer's own is not in its state_dict, so a load leaves it as "
                         "the loading optimizer had it (a fresh one: its initial value): the optimizer's doing (keep it in "
                         "state or param_groups, or save it in state_dict)")
+
+
+INT_KEYS = ("\n  diagnosis: the optimizer keeps state under int keys that are no params ({keys}), and torch's "
+            "state_dict saves each param's state under the param's index: on load an int key is read back as that "
+            "param's state and the optimizer's own is lost: the optimizer's doing (keep state under its params, or in "
+            "param groups)")
 
 
 # Named by this check alone: DCP and ZeRO load in place into the tensors state_dict() handed out, which are the inner

@@ -75,10 +75,19 @@ class FsdpRun:
     world_size: int
     seconds: float
     folder: tempfile.TemporaryDirectory  # the eager sharded run's DCP checkpoint, after `iterations` steps
+    _nudged: Trained | None = field(default=None, repr=False)
 
     @property
     def checkpoint(self) -> str:
         return self.folder.name
+
+    def nudged_reference(self) -> Trained:
+        """The reference again, its params nudged by one ulp after the first step: how far rounding made
+        in one step carries by the last (an update over a vanishing grad amplifies it a thousandfold)."""
+        if self._nudged is None:
+            with isolated_case(self.case):
+                self._nudged = train_whole(self.case, self.batches[:self.case.distributed.iterations], nudged=True)
+        return self._nudged
 
 
 @dataclass(frozen=True)
@@ -142,13 +151,20 @@ def resume_on_ranks(run: FsdpRun, world_size: int, pools: RankPools | None = Non
     return _on_ranks(run.case, payload, pools, world_size)
 
 
-def train_whole(case: Case, batches: list[torch.Tensor]) -> Trained:
-    """The reference: the case's eager optimizer over whole params, in this process."""
+def train_whole(case: Case, batches: list[torch.Tensor], nudged: bool = False) -> Trained:
+    """The reference: the case's eager optimizer over whole params, in this process; `nudged`: each
+    floating param moved by one ulp after the first step."""
     seed_all(case.seed)
     model = build_model(case)
     optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
-    first_grads = _train(case, model, optimizer, optimizer.step, scheduler, batches)
+    first_grads = _train(case, model, optimizer, optimizer.step, scheduler, batches[:1] if nudged else batches)
+    if nudged:
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.is_floating_point():
+                    p.copy_(torch.nextafter(p, torch.full_like(p, float("inf"))))
+        _train(case, model, optimizer, optimizer.step, scheduler, batches[1:], first=1)
     return replace(_trained(model, optimizer, scheduler), first_grads=first_grads)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -167,7 +168,7 @@ class OptimizerSnapshot:
 def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -> OptimizerSnapshot:
     by_id = {id(p): n for p, n in names.items()}
     params = {n: p.detach().clone() for p, n in names.items()}
-    state = {by_id.get(id(k), f"<state key #{i}: {type(k).__name__}>"):
+    state = {by_id.get(id(k), _foreign_key_name(i, k)):
              {sk: freeze(sv, by_id) for sk, sv in v.items()} if isinstance(v, dict) else {"": freeze(v, by_id)}
              for i, (k, v) in enumerate(per_param_state(optimizer).items())}
     groups = [{k: freeze(v, by_id) for k, v in group_settings(g).items()} for g in getattr(optimizer, "param_groups", [])]
@@ -177,6 +178,19 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
         if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
     }
     return OptimizerSnapshot(params, state, groups, attrs, tensor_attributes(optimizer, by_id))
+
+
+def _foreign_key_name(position: int, key: Any) -> str:
+    """How a snapshot names a state key that is no param: an int or str by its value (DoWG's group index 0,
+    its 'rt2'), anything else by its position and type."""
+    shown = repr(key) if isinstance(key, (int, str)) and len(repr(key)) <= 40 else f"#{position}: {type(key).__name__}"
+    return f"<state key {shown}>"
+
+
+def int_state_keys(state: Mapping[str, Any]) -> list[str]:
+    """A snapshot's state keys that are ints but no param: torch's state_dict saves each param as its index, so
+    on load such a key is read back as that param's state and the optimizer's own is gone."""
+    return [name for name in state if re.fullmatch(r"<state key -?\d+>", name)]
 
 
 def per_param_state(optimizer: Any) -> Mapping[Any, Any]:

@@ -21,6 +21,9 @@ DIVERGED_GROWTH = 1e10
 # float32, 1e9 growth turns one ulp into a relative difference near 100. Such a difference is no
 # verdict; the same growth with equal runs still passes (SGD at lr 1.0 reaching 2e5, exactly).
 AMPLIFYING_GROWTH = 1e3
+# A difference within this many times what one ulp, nudged into the params after the first step, grows into
+# by the last is the optimizer's amplification of rounding, not a verdict (require_beyond_amplified_ulp).
+AMPLIFIED_ULP_MARGIN = 4.0
 
 
 class NotApplicable(Exception):
@@ -105,6 +108,30 @@ def require_beyond_amplified_rounding(case_id: str, initial: Params, differing: 
     raise Diverged(f"{case_id}: diverged: the reference params grew {growth:.3g}x {over}, which amplifies a rounding "
                    f"difference made early by as much; the runs differ by at most {worst:.3g} of a param's scale, within "
                    f"eps x growth ({bound:.3g}): not comparable; lower the case's lr")
+
+
+def require_beyond_amplified_ulp(case_id: str, reference: Params, nudged: Params, differing: Params, over: str) -> None:
+    """Raise Vacuous where `differing` departs from `reference` by at most AMPLIFIED_ULP_MARGIN times as
+    much, param by param, as `nudged` does: the reference run again, its params nudged by one ulp after
+    the first step. Then the optimizer's own update amplifies a last-bit difference into the one seen
+    (gradient_ascent's momentum over the root of an uncorrected EMA, at a grad that nearly vanishes),
+    and no tolerance tells rounding (a compiled kernel's, another shape's) from a fault."""
+    worst, bound = 0.0, 0.0
+    for name, ref in reference.items():
+        got, moved = differing.get(name), nudged.get(name)
+        if got is None or moved is None or not ref.is_floating_point() or got.shape != ref.shape or ref.numel() == 0:
+            continue
+        difference = float((ref.double() - got.double()).abs().max())
+        amplified = float((ref.double() - moved.double()).abs().max())
+        if not difference <= AMPLIFIED_ULP_MARGIN * amplified:  # NaN included
+            return
+        worst, bound = max(worst, difference), max(bound, amplified)
+    if worst == 0.0:
+        return
+    raise Vacuous(f"{case_id}: the runs differ by at most {worst:.3g}, and the one-process run itself moves by {bound:.3g} "
+                  f"{over} when its params are nudged by one ulp after the first step: the optimizer's update amplifies "
+                  "rounding that much (a vanishing grad over a small denominator), so no tolerance tells this difference "
+                  "from rounding: not comparable")
 
 
 def _growth(initial: Params, params: Params) -> float:
