@@ -1072,3 +1072,26 @@ class GroupIndexStateSGD(PlainSGD):
             for p, p0 in zip(group["params"], start):
                 if p.grad is not None:
                     p.add_(p.grad + 0.1 * (p - p0), alpha=-group["lr"])
+
+
+class ParamsHeldStateDictSGD(PlainSGD):
+    """gradient_equilibrum's state_dict: its param groups as they are, the params themselves in them, not
+    their indices; its load takes them as its own groups, so a loaded optimizer steps the saved copies."""
+
+    def state_dict(self):
+        return {"state": self.state, "param_groups": self.param_groups}
+
+    def load_state_dict(self, state_dict):
+        self.param_groups = state_dict["param_groups"]
+
+
+class DroppingSGD(PlainSGD):
+    """DropGrad's way: each grad element kept with probability 0.1 (drawn from torch's RNG), so a small
+    param is sometimes left where it was; stepped one param at a time in backward, other draws land on it."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    kept = torch.bernoulli(torch.full_like(p.grad, 0.1))
+                    p.add_(p.grad * kept, alpha=-group["lr"])

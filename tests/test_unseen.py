@@ -62,6 +62,8 @@ SPECS = {
     "tuplegroups": "optimizer: planted_unseen:TupleGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [parity, zero, law_param_groups]\n"
                    "laws: {param_groups: true}\n",
     "stringstate": "optimizer: planted_unseen:StringStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero, checkpoint]\n",
+    "heldparams": "optimizer: planted_unseen:ParamsHeldStateDictSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, checkpoint]\n",
+    "dropping": "optimizer: planted_unseen:DroppingSGD\nkwargs: {lr: 0.1}\nfallback_random: true\nchecks: [parity, in_backward_no_hook]\n",
     "groupindex": "optimizer: planted_unseen:GroupIndexStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict]\n",
     "selfreducing": "optimizer: planted_unseen:SelfReducingSGD\nkwargs: {lr: 0.1}\nchecks: [zero]\n",
     "noviewhistory": "optimizer: planted_unseen:NoGradViewMasterSGD\nkwargs: {lr: 0.1}\nchecks: [law_untouched]\n"
@@ -998,3 +1000,23 @@ def test_state_under_an_int_key_that_is_no_param_is_named_on_the_state_dict_red(
     assert _outcome(out, node) == "FAILED"
     assert ("diagnosis: the optimizer keeps state under int keys that are no params (<state key 0>), and torch's "
             "state_dict saves each param's state under the param's index") in " ".join(_failure(out, node).split())
+
+
+def test_a_state_dict_holding_the_params_themselves_is_one_red_of_the_optimizers(session):
+    # gradient_equilibrum's state_dict returns its param groups with the params in them: the state_dict red said only
+    # "results differ", and DCP's KeyError over a DTensor was a second red, its line the plugin's
+    out, _ = session
+    node = "specs/heldparams.yaml::paramsheldstatedictsgd-default-cpu::"
+    assert _outcome(out, node + "state_dict") == "FAILED"
+    assert ("diagnosis: ParamsHeldStateDictSGD.state_dict() holds its param groups' params themselves, not their indices"
+            in " ".join(_failure(out, node + "state_dict").split()))
+    assert _outcome(out, node + "checkpoint") == "SKIPPED"
+
+
+def test_a_param_a_random_draw_left_unmoved_in_backward_is_not_a_red(session):
+    # DropGrad keeps each grad element with a drawn probability: stepped a param at a time in backward, its draws land
+    # elsewhere, and a bias whose every element was dropped was in_backward_no_hook's red
+    out, _ = session
+    assert _outcome(out, "specs/dropping.yaml::droppingsgd-default-cpu::in_backward_no_hook") == "SKIPPED"
+    assert ("vacuous: not comparable: the optimizer draws from torch's global RNG (as it makes its state or steps), and "
+            "in_backward_no_hook steps params in another order") in out

@@ -13,6 +13,7 @@ from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
 from ..harness.snapshot import int_state_keys, params_in_groups_diagnosis, tensor_attributes_diagnosis
+from ..harness.state_dict_layout import FOREIGN_LAYOUT
 from ..harness.vacuity import Blocked, require_compiled, require_moved
 from .base import Check, Verdict
 
@@ -60,7 +61,10 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                      + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
                      + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
                      + (INT_KEYS.format(keys=", ".join(keys)) if (keys := int_state_keys(reference.final.state)) else "")
-                     + (STATE_CAST_ON_LOAD if cast else ""))
+                     + (STATE_CAST_ON_LOAD if cast else "")
+                     + (f"\n  diagnosis: {reference.foreign_layout}" if reference.foreign_layout else ""))
+        if reference.foreign_layout:  # ZeRO's and DCP's red too, where they read it: one root cause
+            raise KnownCause(message, FOREIGN_LAYOUT)
         raise KnownCause(message, STATE_CAST) if cast else AssertionError(message)
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
     if len(after_load) > allowed and runs.compiled(case).unsettled:  # zij's AdaGC: an int `step` in its groups

@@ -45,7 +45,8 @@ def parity_diagnoses(run: Any) -> list[str]:
 
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an
 # optimizer that draws from torch's global RNG lands its draws on other elements there, so a difference is not a verdict
-DRAW_ORDER_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimizers", "zero", "fsdp", "checkpoint")
+DRAW_ORDER_REGIMES = ("in_backward", "in_backward_tied", "in_backward_two_optimizers", "in_backward_no_hook", "zero", "fsdp",
+                      "checkpoint")
 PER_PARAM_REGIMES = (*DRAW_ORDER_REGIMES, "distributed")
 STORAGE_SWAP = "its step replaces its params' storage"  # a root cause of every red of those regimes (session.py)
 PRECISION_CASTS = "inductor's rounding at low precision"  # a root cause of every compiled regime's red it explains

@@ -13,11 +13,12 @@ import torch
 class StateDictLayout:
     keys: list[str]  # the state_dict's own keys
     unkeyed: list[Any]  # entries under 'state' that are no param's: keys that are not a param's index
+    params_held: bool = False  # its param groups hold the params themselves, not their indices
 
     @property
     def torch_optims(self) -> bool:
-        """Whether it holds torch.optim's 'state' and 'param_groups'."""
-        return {"state", "param_groups"} <= set(self.keys)
+        """Whether it holds torch.optim's 'state' and 'param_groups', the groups' params as indices."""
+        return {"state", "param_groups"} <= set(self.keys) and not self.params_held
 
 
 def state_dict_layout(optimizer: Any) -> StateDictLayout | None:
@@ -28,9 +29,11 @@ def state_dict_layout(optimizer: Any) -> StateDictLayout | None:
         return None
     if not isinstance(state_dict, dict):
         return StateDictLayout([], [])
-    state = state_dict.get("state")
+    state, groups = state_dict.get("state"), state_dict.get("param_groups")
     unkeyed = [key for key in state if not isinstance(key, int)] if isinstance(state, dict) else []
-    return StateDictLayout(sorted(map(str, state_dict)), unkeyed)
+    held = isinstance(groups, list) and any(isinstance(group, dict) and any(isinstance(p, torch.Tensor) for p in group.get("params", ()))
+                                            for group in groups)
+    return StateDictLayout(sorted(map(str, state_dict)), unkeyed, held)
 
 
 FOREIGN_LAYOUT = ("its state_dict is not torch.optim's {'state', 'param_groups'}, which ZeroRedundancyOptimizer and "
@@ -43,6 +46,9 @@ def foreign_layout(optimizer: Any) -> str:
     layout = state_dict_layout(optimizer)
     if layout is None or layout.torch_optims:  # its state_dict raised (its own error says so), or is torch.optim's
         return ""
+    if layout.params_held:  # gradient_equilibrum's returns self.param_groups: a load binds the saved tensors, not the params
+        return (f"{type(optimizer).__name__}.state_dict() holds its param groups' params themselves, not their indices "
+                f"(a load binds the saved tensors, copies, in place of the loading optimizer's params): {FOREIGN_LAYOUT}")
     return f"{type(optimizer).__name__}.state_dict() holds {layout.keys}: {FOREIGN_LAYOUT}"
 
 
