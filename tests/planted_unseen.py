@@ -1095,3 +1095,16 @@ class DroppingSGD(PlainSGD):
                 if p.grad is not None:
                     kept = torch.bernoulli(torch.full_like(p.grad, 0.1))
                     p.add_(p.grad * kept, alpha=-group["lr"])
+
+
+class TorchlessStepSGD(PlainSGD):
+    """gradient_equilibrum's step: it names no torch module, so once the closure (torch.optim's zero_grad,
+    which dynamo will not trace) breaks its graph, dynamo skips the step's frame and it runs eagerly."""
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.data.add_(p.grad.data, alpha=-group["lr"])
+        return loss

@@ -64,6 +64,7 @@ SPECS = {
     "stringstate": "optimizer: planted_unseen:StringStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero, checkpoint]\n",
     "heldparams": "optimizer: planted_unseen:ParamsHeldStateDictSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, checkpoint]\n",
     "dropping": "optimizer: planted_unseen:DroppingSGD\nkwargs: {lr: 0.1}\nfallback_random: true\nchecks: [parity, in_backward_no_hook]\n",
+    "torchless": "optimizer: planted_unseen:TorchlessStepSGD\nkwargs: {lr: 0.1}\nclosure: [true]\nchecks: [parity]\n",
     "groupindex": "optimizer: planted_unseen:GroupIndexStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict]\n",
     "selfreducing": "optimizer: planted_unseen:SelfReducingSGD\nkwargs: {lr: 0.1}\nchecks: [zero]\n",
     "noviewhistory": "optimizer: planted_unseen:NoGradViewMasterSGD\nkwargs: {lr: 0.1}\nchecks: [law_untouched]\n"
@@ -1020,3 +1021,14 @@ def test_a_param_a_random_draw_left_unmoved_in_backward_is_not_a_red(session):
     assert _outcome(out, "specs/dropping.yaml::droppingsgd-default-cpu::in_backward_no_hook") == "SKIPPED"
     assert ("vacuous: not comparable: the optimizer draws from torch's global RNG (as it makes its state or steps), and "
             "in_backward_no_hook steps params in another order") in out
+
+
+def test_a_step_dynamo_skips_as_tensorless_after_the_closures_break_is_named_torchs(session):
+    # gradient_equilibrum's step names no torch module: after the closure's graph break dynamo skipped its frame
+    # (has_tensor_in_frame), and the red said "the optimizer's, by this check's verdict"
+    out, _ = session
+    node = "specs/torchless.yaml::torchlessstepsgd-default-closure-cpu::parity"
+    assert _outcome(out, node) == "FAILED"
+    text = " ".join(_failure(out, node).split())
+    assert "torch's doing, dynamo's heuristic: after the closure's graph break the step is a frame of its own" in text
+    assert "nothing above points at torch" not in text

@@ -254,6 +254,12 @@ def closure_backward(loss: torch.Tensor, backward: str) -> None:
     loss.backward()
 
 
+FRAME_SKIPPED = (": torch's doing, dynamo's heuristic: after the closure's graph break the step is a frame of its own "
+                 "that holds no tensor (the optimizer, the closure) and whose code names no torch module, and dynamo "
+                 "traces only a frame that holds a tensor or names torch (has_tensor_in_frame); naming torch in the "
+                 "step, a `torch.no_grad()` around its update, lets it be traced")
+
+
 @dataclass
 class ClosureCompiles:
     """What dynamo captured and inductor generated while the closure ran inside a compiled step:
@@ -261,6 +267,7 @@ class ClosureCompiles:
 
     graphs: int = 0
     kernels: int = 0
+    frame_skipped: bool = False  # dynamo skips the step's frame once the closure breaks its graph (no tensor, no torch)
 
     def step_not_compiled(self, step_graphs: int) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
@@ -268,7 +275,7 @@ class ClosureCompiles:
             return None
         if self.graphs:
             return (f"the step captured no graph of its own; the closure's {self.graphs} graph(s) are not the "
-                    "step's (the step ran eagerly around a compiled closure)")
+                    "step's (the step ran eagerly around a compiled closure" + (FRAME_SKIPPED if self.frame_skipped else "") + ")")
         return "torch.compile captured no graph of the step (it ran eagerly or traced to no tensor operation)"
 
 
@@ -286,8 +293,9 @@ def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: boo
         def fn() -> None:
             step()
     else:
-        counted = _counted_closure(closure if backward == "plain" else torch_api.eager(closure),
-                                   closure_compiles if closure_compiles is not None else ClosureCompiles())
+        into = closure_compiles if closure_compiles is not None else ClosureCompiles()
+        into.frame_skipped = torch_api.frame_skipped_without_tensors(step)
+        counted = _counted_closure(closure if backward == "plain" else torch_api.eager(closure), into)
 
         def fn() -> None:
             step(counted)

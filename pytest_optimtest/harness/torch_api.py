@@ -12,6 +12,7 @@ import logging
 import re
 import sys
 import traceback
+import types
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -340,6 +341,19 @@ def raw_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
     included, are kept.
     """
     return _without_torch_optim_wrappers(type(optimizer).step).__get__(optimizer)
+
+
+def frame_skipped_without_tensors(function: Callable[..., Any]) -> bool:
+    """Whether dynamo skips `function`'s frame when it is entered with no tensor among its locals, as a
+    step is after its closure's graph break (the optimizer and the closure): dynamo traces a frame only
+    where one holds a tensor or its code names a torch module among its globals (convert_frame's
+    has_tensor_in_frame). gradient_equilibrum's step names none: it ran eagerly, whole."""
+    function = getattr(function, "__func__", function)
+    code, found = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    if code is None:
+        return False
+    return not any(isinstance(module := found.get(name), types.ModuleType)
+                   and (module is torch or module.__name__.startswith("torch.")) for name in code.co_names)
 
 
 # What a copy of torch.optim's step wrappers calls (a package vendoring torch's Optimizer, AdamZ's): known by
