@@ -1108,3 +1108,15 @@ class TorchlessStepSGD(PlainSGD):
                 if p.grad is not None:
                     p.data.add_(p.grad.data, alpha=-group["lr"])
         return loss
+
+
+class GradlessIndexSGD(PlainSGD):
+    """torch-clip's ClippedSSTM: its step indexes a list of the grads there are by param position, an
+    IndexError where a grad is None (none_grads' red), which two optimizers in backward meet as well."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            norms = [p.grad.norm() for p in group["params"] if p.grad is not None]
+            scales = [1.0 + norms[i] for i in range(len(group["params"]))]  # IndexError where a grad is None
+            for p, scale in zip(group["params"], scales):
+                p.add_(p.grad / scale, alpha=-group["lr"])

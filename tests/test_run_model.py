@@ -384,6 +384,7 @@ def test_init_probes_instead_of_guessing_and_every_spec_it_writes_loads(tmp_path
     assert write_starter_spec(optimizer, path) == 0, capsys.readouterr().err
     text = path.read_text()
     assert "Traceback" not in capsys.readouterr().err
+    assert "# Run it:" not in text or f"# Run it: pytest --optim-spec {path} " in text  # the file -o wrote, not <class>.yaml
     for line in present:
         assert line in text, text
     for line in absent:

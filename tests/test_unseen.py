@@ -65,6 +65,8 @@ SPECS = {
     "heldparams": "optimizer: planted_unseen:ParamsHeldStateDictSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, checkpoint]\n",
     "dropping": "optimizer: planted_unseen:DroppingSGD\nkwargs: {lr: 0.1}\nfallback_random: true\nchecks: [parity, in_backward_no_hook]\n",
     "torchless": "optimizer: planted_unseen:TorchlessStepSGD\nkwargs: {lr: 0.1}\nclosure: [true]\nchecks: [parity]\n",
+    "gradlessindex": "optimizer: planted_unseen:GradlessIndexSGD\nkwargs: {lr: 0.01}\n"
+                     "checks: [none_grads, in_backward, in_backward_two_optimizers]\n",
     "groupindex": "optimizer: planted_unseen:GroupIndexStateSGD\nkwargs: {lr: 0.1}\nchecks: [state_dict]\n",
     "selfreducing": "optimizer: planted_unseen:SelfReducingSGD\nkwargs: {lr: 0.1}\nchecks: [zero]\n",
     "noviewhistory": "optimizer: planted_unseen:NoGradViewMasterSGD\nkwargs: {lr: 0.1}\nchecks: [law_untouched]\n"
@@ -1032,3 +1034,21 @@ def test_a_step_dynamo_skips_as_tensorless_after_the_closures_break_is_named_tor
     text = " ".join(_failure(out, node).split())
     assert "torch's doing, dynamo's heuristic: after the closure's graph break the step is a frame of its own" in text
     assert "nothing above points at torch" not in text
+
+
+def test_a_step_that_raises_without_grads_is_none_grads_red_alone(session, tmp_path):
+    # ClippedSSTM's IndexError where a grad is None: none_grads' red, and again in two optimizers in backward, whose
+    # later step() calls come with grad None (noticed in stop 64); whichever of the two runs first
+    from helpers import one_case
+
+    from pytest_optimtest.checks import CHECKS
+    from pytest_optimtest.harness.run_cache import RunCache
+    from pytest_optimtest.harness.vacuity import Blocked
+
+    out, _ = session
+    node = "specs/gradlessindex.yaml::gradlessindexsgd-default-cpu::"
+    assert _outcome(out, node + "none_grads") == "FAILED"
+    assert _outcome(out, node + "in_backward_two_optimizers") == "SKIPPED"
+    case = one_case(tmp_path, SPECS["gradlessindex"])
+    with pytest.raises(Blocked, match=r"blocked by none_grads: its step raises where a grad is None \(IndexError"):
+        CHECKS["in_backward_two_optimizers"].run(case, RunCache())  # none_grads not run yet

@@ -14,6 +14,7 @@ from ..harness.compare import max_movement, value_differences
 from ..harness.diagnosis import ordered_draws
 from ..harness.vacuity import Blocked, require_moved
 from .laws.untouched import moves_gradless_params
+from .step_properties import raises_without_grads
 from ..spec.param_groups import model_param_shapes
 from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardRun, InBackwardSpec, double_step_diagnosis,
                                        in_backward_section, matches_per_param_reference, require_param_list,
@@ -135,6 +136,10 @@ def check_in_backward_two_optimizers(case: Any, runs: Any) -> Verdict:
         if gradless is not None:  # torch's extra step() calls come with grad None: harmless to one that keeps the law
             raise Blocked(f"{case.id}: blocked by law_untouched: its step moves params whose grad is None, and each "
                           f"optimizer's step() runs again with grad None in one backward ({gradless})") from exc
+        raised = None if isinstance(exc, AssertionError) or "none_grads" not in case.checks else raises_without_grads(case, runs)
+        if raised is not None and raised == one_line(exc):  # ClippedSSTM's IndexError: none_grads' red, not a second
+            raise Blocked(f"{case.id}: blocked by none_grads: its step raises where a grad is None ({raised}), and each "
+                          "optimizer's step() runs again with grad None in one backward") from exc
         shown = str(exc) if isinstance(exc, AssertionError) else f"{case.id}: the step raised {one_line(exc)}"
         raise AssertionError(f"{shown}\n  diagnosis: {diagnosis}") from exc
     steps = in_backward_section(case).steps

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..harness.blame import CLOSURE_NEVER_CALLED, KnownCause
+from ..harness.blame import CLOSURE_NEVER_CALLED, KnownCause, one_line
 from ..harness.compare import listed, snapshot_differences
 from ..harness.ladder import COMPARED_COMPILED, COMPILED
 from ..harness.runner import MissingGrads, Regime, Run
@@ -39,6 +39,16 @@ def check_none_grads(case: Any, runs: Any) -> Verdict:
     return Verdict(f"{len(NONE_GRAD_PATTERN)} iterations with None grads equal eager; moved {moved:.3g} tol",
                    {"iterations_compared": len(NONE_GRAD_PATTERN), "step_graphs": compiled.step_graphs,
                     "moved_tolerances": round(moved, 3)})
+
+
+def raises_without_grads(case: Any, runs: Any) -> str | None:
+    """What the eager step raised where some params' grads are None (none_grads' run), in a line: the
+    root cause of a raise in a regime whose steps come with grad None (two optimizers in backward); else None."""
+    try:
+        runs.run(case, Regime(missing_grads=NONE_GRAD_PATTERN, every_step=True, closure=False))
+    except Exception as exc:  # noqa: BLE001  # the optimizer's error: none_grads' red
+        return one_line(exc)
+    return None
 
 
 def check_closure_graph_break(case: Any, runs: Any) -> Verdict:
