@@ -1509,38 +1509,33 @@ PROBED_CLAIMS = ("descent",)
 
 def _claims_refuted(registry: Any, case: Any) -> dict[str, str]:
     """{law: the first line of its failure} for the PROBED_CLAIMS that fail on `case`."""
+    return _failing_laws(registry, case, PROBED_CLAIMS)
+
+
+def _failing_laws(registry: Any, case: Any, laws: Sequence[str]) -> dict[str, str]:
+    """{law: the first line of its failure} for those of `laws` that the spec runs and that fail on `case`;
+    one not applicable, vacuous, blocked or raising is left to the spec's own runs to judge."""
     from .harness.run_cache import RunCache  # imports torch's harness: only init's last step needs it
 
-    runs, refuted = RunCache(), {}
-    for law in PROBED_CLAIMS:
+    runs, failing = RunCache(), {}
+    for law in laws:
         check = registry.get(f"law_{law}")
         if check is None or check.name not in case.checks or check.name in case.skip:
             continue
         try:
             check.run(case, runs)
         except AssertionError as exc:
-            refuted[law] = one_line(exc)[:200]
-        except Exception:  # noqa: BLE001 - not applicable, vacuous, blocked, or raising: the claim stands for its runs to judge
+            failing[law] = one_line(exc)[:200]
+        except Exception:  # noqa: BLE001 - not applicable, vacuous, blocked, or raising: the run itself says so
             continue
-    return refuted
+    return failing
 
 
 def _laws_on_by_default_failing(registry: Any, case: Any) -> list[str]:
     """Comment lines for the laws of round two that fail on `case`: each with its failure's first
     line, as a `laws.off` entry to uncomment where the optimizer means it (a red is to read, not to hide)."""
-    from .harness.run_cache import RunCache  # imports torch's harness: only init's last step needs it
-
-    runs, failing = RunCache(), []
-    for law in ON_BY_DEFAULT:
-        check = registry.get(f"law_{law}")
-        if check is None or check.name not in case.checks or check.name in case.skip:
-            continue
-        try:
-            check.run(case, runs)
-        except AssertionError as exc:
-            failing.append(f"  #   {law}: \"<why the optimizer means it>\"  # init saw: {one_line(exc)[:200]}")
-        except Exception:  # noqa: BLE001 - not applicable, vacuous, blocked, or raising: the run itself says so
-            continue
+    failing = [f"  #   {law}: \"<why the optimizer means it>\"  # init saw: {seen}"
+               for law, seen in _failing_laws(registry, case, ON_BY_DEFAULT).items()]
     if not failing:
         return []
     return ["  # init ran the laws that are on by default: these failed on its first case. Read each red (pytest -k law_);",
