@@ -103,10 +103,16 @@ def test_diverged_run_is_not_a_pass(tmp_path):
 
 
 def test_a_step_that_raises_on_the_second_optimizers_grad_none_is_torchs_double_step(tmp_path):
-    case = case_for(tmp_path, "planted_run_model:RaisingWithoutGradSGD", "{lr: 0.01}")
+    # where the spec runs none_grads, the same raise is its red: two optimizers raises it unwrapped, one red (test_unseen)
+    case = case_for(tmp_path, "planted_run_model:RaisingWithoutGradSGD", "{lr: 0.01}",
+                    "checks: [in_backward, in_backward_two_optimizers]")
     with pytest.raises(AssertionError, match=r"the step raised AttributeError: .*\n  diagnosis: torch's doing: with two optimizers "
                                              r"applied to a param, each optimizer's step\(\) ran 2 times in one backward"):
         run("in_backward_two_optimizers", case)
+    (tmp_path / "with_none_grads").mkdir()
+    with pytest.raises(AttributeError):
+        run("in_backward_two_optimizers", case_for(tmp_path / "with_none_grads", "planted_run_model:RaisingWithoutGradSGD",
+                                                   "{lr: 0.01}"))
 
 
 def test_an_optimizer_drawing_from_its_packages_own_generator_is_seeded_per_step_and_not_compared_by_draw_order(tmp_path):
