@@ -116,10 +116,12 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     if refused and refused.startswith("distributing itself"):
         raise NotApplicable(f"{case.id}: ZeroRedundancyOptimizer over it does not apply: "
                             f"{refused.removeprefix('distributing itself: ')}")
-    if refused and refused.startswith("building") and not issubclass(resolve(case.optimizer), torch.optim.Optimizer):
-        raise NotApplicable(f"{case.id}: ZeroRedundancyOptimizer takes a torch.optim.Optimizer class, and "
-                            f"{resolve(case.optimizer).__qualname__} is not one: building it raised "
-                            f"{refused.removeprefix('building it: ')}")
+    if refused and refused.startswith("building"):
+        optimizer_cls = resolve(case.optimizer)
+        if not issubclass(optimizer_cls, torch.optim.Optimizer):
+            raise NotApplicable(f"{case.id}: ZeroRedundancyOptimizer takes a torch.optim.Optimizer class, and "
+                                f"{optimizer_cls.__qualname__} is not one: building it raised "
+                                f"{refused.removeprefix('building it: ')}")
     if refused:  # one red with DCP's where the optimizer's state_dict is not torch.optim's (KnownCause)
         raise KnownCause(f"{case.id}: ZeroRedundancyOptimizer(optimizer_class={case.optimizer}) on {ws} ranks raised "
                          f"{refused}" + ("\n  ZeRO hands the optimizer class the params of its shard as torch.optim "

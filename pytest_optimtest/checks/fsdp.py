@@ -13,6 +13,7 @@ from pydantic import Field
 from ..harness import torch_api
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, median_ratio, snapshot_differences, value_differences
+from ..harness.diagnosis import state_holds_str
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.ranks import RankFailure
@@ -23,7 +24,6 @@ from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.values import resolve
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
-from ..harness.diagnosis import state_holds_str
 from .state_dict import require_strings_kept
 
 
@@ -123,7 +123,7 @@ def check_fsdp(case: Any, runs: Any) -> Verdict:
             raise Blocked(blocked.blocked() + "; the eager step over the same shards matches one process")
         problems += [f"compiled sharded: {d}" for d in compiled]
         if compiled and not eager:  # torch.compile's over DTensors, unless the optimizer amplifies any rounding as much
-            require_beyond_amplified_ulp(case.id, run.reference.params, run.nudged_reference().params,
+            require_beyond_amplified_ulp(case.id, run.reference.params, run.nudged_reference.params,
                                          sharded_compiled.params, f"over {steps} train steps")
             problems.append("the eager step over the same shards matches, and the compiled step over whole params matches "
                             "eager (parity): the difference is torch.compile's over DTensor params (torch's doing)")

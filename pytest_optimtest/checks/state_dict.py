@@ -13,8 +13,9 @@ from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
 from ..harness.snapshot import int_state_keys, params_in_groups_diagnosis, tensor_attributes_diagnosis
-from ..harness.state_dict_layout import FOREIGN_LAYOUT
+from ..harness.state_dict_layout import FOREIGN_LAYOUT, described_layout, layout_of
 from ..harness.vacuity import Blocked, require_compiled, require_moved
+from ..spec.values import resolve
 from .base import Check, Verdict
 
 
@@ -53,6 +54,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                  for p in snapshot_differences(reference.final, resumed.final, case.tolerance, ("reference", "loaded"))]
     if problems:
         cast = bool(cast_on_load(case.dtype, problems))  # the cause ZeRO's consolidated load shows too: one red
+        foreign = described_layout(resolve(case.optimizer).__name__, layout_of(reference.checkpoint.optimizer_state()))
         message = (f"{case.id}: state_dict round trip: {n} steps after loading, results differ from the "
                      "eager reference:" + listed(problems) + params_in_groups_diagnosis(
                          reference.final.groups, "load_state_dict deep-copies the saved param groups, so after a "
@@ -62,8 +64,8 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                      + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
                      + (INT_KEYS.format(keys=", ".join(keys)) if (keys := int_state_keys(reference.final.state)) else "")
                      + (STATE_CAST_ON_LOAD if cast else "")
-                     + (f"\n  diagnosis: {reference.foreign_layout}" if reference.foreign_layout else ""))
-        if reference.foreign_layout:  # ZeRO's and DCP's red too, where they read it: one root cause
+                     + (f"\n  diagnosis: {foreign}" if foreign else ""))
+        if foreign:  # ZeRO's and DCP's red too, where they read it: one root cause
             raise KnownCause(message, FOREIGN_LAYOUT)
         raise KnownCause(message, STATE_CAST) if cast else AssertionError(message)
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict

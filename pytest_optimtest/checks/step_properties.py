@@ -18,13 +18,13 @@ from .base import Check, Verdict
 # Which params have grad None at each iteration (indices into the model's params; -1 = last):
 # all present, the first missing, all present, all missing (PyTorch's test), the last missing.
 NONE_GRAD_PATTERN: tuple[MissingGrads, ...] = ((), (0,), (), "all", (-1,), ())
+NONE_GRADS_RUN = Regime(missing_grads=NONE_GRAD_PATTERN, every_step=True, closure=False)  # none_grads' eager run
 
 
 def check_none_grads(case: Any, runs: Any) -> Verdict:
     """Compiled and eager match after every step, state step counters included, when some
     params have grad None on some iterations (dynamo must guard on which grads exist)."""
-    regime = Regime(missing_grads=NONE_GRAD_PATTERN, every_step=True, closure=False)
-    eager, compiled = runs.run(case, regime), runs.run(case, replace(regime, compiled=True))
+    eager, compiled = runs.run(case, NONE_GRADS_RUN), runs.run(case, replace(NONE_GRADS_RUN, compiled=True))
     names = list(eager.initial)
     for i, (expected, actual) in enumerate(zip(eager.snapshots, compiled.snapshots)):
         problems = snapshot_differences(expected, actual, case.tolerance)
@@ -45,7 +45,7 @@ def raises_without_grads(case: Any, runs: Any) -> str | None:
     """What the eager step raised where some params' grads are None (none_grads' run), in a line: the
     root cause of a raise in a regime whose steps come with grad None (two optimizers in backward); else None."""
     try:
-        runs.run(case, Regime(missing_grads=NONE_GRAD_PATTERN, every_step=True, closure=False))
+        runs.run(case, NONE_GRADS_RUN)
     except Exception as exc:  # noqa: BLE001  # the optimizer's error: none_grads' red
         return one_line(exc)
     return None

@@ -10,6 +10,7 @@ are kept, whole, to show that (torch 2.7's and 2.8's FSDP2 on gloo summed them i
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 import traceback
@@ -75,19 +76,17 @@ class FsdpRun:
     world_size: int
     seconds: float
     folder: tempfile.TemporaryDirectory  # the eager sharded run's DCP checkpoint, after `iterations` steps
-    _nudged: Trained | None = field(default=None, repr=False)
 
     @property
     def checkpoint(self) -> str:
         return self.folder.name
 
+    @functools.cached_property
     def nudged_reference(self) -> Trained:
         """The reference again, its params nudged by one ulp after the first step: how far rounding made
         in one step carries by the last (an update over a vanishing grad amplifies it a thousandfold)."""
-        if self._nudged is None:
-            with isolated_case(self.case):
-                self._nudged = train_whole(self.case, self.batches[:self.case.distributed.iterations], nudged=True)
-        return self._nudged
+        with isolated_case(self.case):
+            return train_whole(self.case, self.batches[:self.case.distributed.iterations], nudged=True)
 
 
 @dataclass(frozen=True)

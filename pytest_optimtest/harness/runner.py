@@ -34,7 +34,7 @@ from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_of, storage_pointer
-from .state_dict_layout import foreign_layout, load_rebinds
+from .state_dict_layout import load_rebinds
 from .vacuity import NotApplicable
 
 MissingGrads = tuple[int, ...] | Literal["all"]  # indices into the model's params (-1: the last), or every one
@@ -117,7 +117,6 @@ class Run:
     draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"
     swapped: tuple[str, ...] = ()  # params whose storage the steps replaced (p.set_, p.data = ...)
     load_rebinds: str = ""  # state or groups shared with an inner optimizer that torch's load_state_dict unshares
-    foreign_layout: str = ""  # how its state_dict departs from torch.optim's layout (state_dict_layout.foreign_layout)
     cudagraphs_recorded: int | None = None  # CUDA graphs inductor's cudagraph trees recorded (compiled cuda runs)
     param_refs: list[weakref.ref] = field(default_factory=list)  # the run keeps no param alive: these tell which survive
     failure: RunFailure | None = None  # (failures="record") what ended the run early
@@ -273,7 +272,6 @@ class _Stepping:
             self.one(scheduler_from)
         if regime.checkpoint_at == result.steps:
             result.checkpoint = _checkpoint(self.first + result.steps, self.model, self.optimizer)
-            result.foreign_layout = foreign_layout(self.optimizer)
         result.draws = tuple(sorted(self.drawn))
 
     def one(self, scheduler_from: int | None) -> None:
@@ -281,7 +279,6 @@ class _Stepping:
         regime, result, i = self.regime, self.result, self.result.steps
         if regime.checkpoint_at == i:
             result.checkpoint = _checkpoint(self.first + i, self.model, self.optimizer)
-            result.foreign_layout = foreign_layout(self.optimizer)
         if regime.load_at and regime.load_at[0] == i:
             _load(regime.load_at[1], self.model, self.optimizer)
         if regime.missing_grads:

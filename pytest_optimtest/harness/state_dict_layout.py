@@ -27,6 +27,11 @@ def state_dict_layout(optimizer: Any) -> StateDictLayout | None:
         state_dict = optimizer.state_dict()
     except Exception:  # noqa: BLE001  # any error of the optimizer's own state_dict
         return None
+    return layout_of(state_dict)
+
+
+def layout_of(state_dict: Any) -> StateDictLayout:
+    """The layout of a state_dict an optimizer gave (or a checkpoint holds)."""
     if not isinstance(state_dict, dict):
         return StateDictLayout([], [])
     state, groups = state_dict.get("state"), state_dict.get("param_groups")
@@ -43,13 +48,18 @@ FOREIGN_LAYOUT = ("its state_dict is not torch.optim's {'state', 'param_groups'}
 def foreign_layout(optimizer: Any) -> str:
     """What the optimizer's state_dict holds where it is not torch.optim's layout (Magma's, Lookahead's:
     {'optimizer', 'lookahead', ...}), with FOREIGN_LAYOUT, the root cause ZeRO and DCP share; else ''."""
-    layout = state_dict_layout(optimizer)
-    if layout is None or layout.torch_optims:  # its state_dict raised (its own error says so), or is torch.optim's
+    layout = state_dict_layout(optimizer)  # None: its state_dict raised (its own error says so)
+    return "" if layout is None else described_layout(type(optimizer).__name__, layout)
+
+
+def described_layout(name: str, layout: StateDictLayout) -> str:
+    """How the state_dict of optimizer class `name` departs from torch.optim's layout, with FOREIGN_LAYOUT; else ''."""
+    if layout.torch_optims:
         return ""
     if layout.params_held:  # gradient_equilibrum's returns self.param_groups: a load binds the saved tensors, not the params
-        return (f"{type(optimizer).__name__}.state_dict() holds its param groups' params themselves, not their indices "
+        return (f"{name}.state_dict() holds its param groups' params themselves, not their indices "
                 f"(a load binds the saved tensors, copies, in place of the loading optimizer's params): {FOREIGN_LAYOUT}")
-    return f"{type(optimizer).__name__}.state_dict() holds {layout.keys}: {FOREIGN_LAYOUT}"
+    return f"{name}.state_dict() holds {layout.keys}: {FOREIGN_LAYOUT}"
 
 
 def load_rebinds(optimizer: Any) -> str:
