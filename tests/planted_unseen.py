@@ -1120,3 +1120,15 @@ class GradlessIndexSGD(PlainSGD):
             scales = [1.0 + norms[i] for i in range(len(group["params"]))]  # IndexError where a grad is None
             for p, scale in zip(group["params"], scales):
                 p.add_(p.grad / scale, alpha=-group["lr"])
+
+
+class NormCheckedSGD(PlainSGD):
+    """emerging_optimizers' MuonHyperball: its constructor refuses a param of zero norm (it keeps each
+    param's norm as the radius it steps on)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.norm().item() == 0:
+                    raise ValueError("NormCheckedSGD requires all parameters to have non-zero norm")

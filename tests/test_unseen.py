@@ -1051,3 +1051,17 @@ def test_a_step_that_raises_without_grads_is_none_grads_red_alone(session, tmp_p
     case = one_case(tmp_path, SPECS["gradlessindex"])
     with pytest.raises(IndexError):  # as none_grads' run raises it, unwrapped: the session's same error, one red
         CHECKS["in_backward_two_optimizers"].run(case, RunCache())  # none_grads not run yet
+
+
+def test_init_writes_a_spec_that_loads_for_a_constructor_that_refuses_a_zero_param(tmp_path, capsys):
+    """emerging_optimizers' MuonHyperball: the spec check built it over a 2x2 matrix of zeros, which it refuses,
+    and called that the spec's params form: init's spec did not load."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:NormCheckedSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "\nskip:" not in text and "refuses a plain list" not in text, text
+    cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    assert cases and not any(case.skip for case in cases)

@@ -448,6 +448,7 @@ def _skips_everything(spec: Spec) -> bool:
 
 
 PARAMS_FORM = "params form: "  # a construction problem that another `params` form solves
+LOOSE_PROBE_VALUES = ((1.0, 0.5), (0.25, 1.0))
 
 
 def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path: str, dtype: str = "float32") -> str | None:
@@ -463,9 +464,10 @@ def _construct_problem(cls: type, kwargs: dict[str, Any], form: Any, model_path:
                 f"optimizer to carry them: give the one it wraps as {DEFAULT_BASE.spec_text()}")
 
     def attempt(form: Any, given: dict[str, Any] = kwargs) -> str | None:
-        # one 2x2 matrix for the forms that take loose params: what every optimizer steps, Muon's 2-D-only included
+        # one 2x2 matrix for the forms that take loose params: what every optimizer steps, Muon's 2-D-only included;
+        # positive and of full rank, for constructors that check norms (MuonHyperball refuses a zero one)
         loose = form in ("list", "named", "wrapped")
-        model: Any = [("weight", torch.nn.Parameter(torch.zeros(2, 2)))] if loose else _model_or_none(model_path)
+        model: Any = [("weight", torch.nn.Parameter(torch.tensor(LOOSE_PROBE_VALUES)))] if loose else _model_or_none(model_path)
         if model is None:  # the spec's model cannot be built here: the run will say why
             return None
         model = ([(name, torch.nn.Parameter(p.to(getattr(torch, dtype)))) for name, p in model] if loose else
