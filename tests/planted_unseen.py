@@ -7,6 +7,7 @@ import collections
 import functools
 import math
 import time
+import typing
 
 import torch
 
@@ -1132,3 +1133,36 @@ class NormCheckedSGD(PlainSGD):
             for p in group["params"]:
                 if p.norm().item() == 0:
                     raise ValueError("NormCheckedSGD requires all parameters to have non-zero norm")
+
+
+class CastStateSGD(PlainSGD):
+    """homeadam's HomeAdam: `state = cast(dict[str, Any], self.state[p])` before writing its state, a
+    momentum SGD here. Eager, correct; compiled, torch 2.13's dynamo loses the writes (no state is kept)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = typing.cast(dict[str, typing.Any], self.state[p])
+                    if "momentum" not in state:
+                        state["momentum"] = torch.zeros_like(p)
+                    state["momentum"].mul_(0.9).add_(p.grad)
+                    p.add_(state["momentum"], alpha=-group["lr"])
+
+
+class TorchRaisesOverGroupsSGD(PlainSGD):
+    """emerging_optimizers' LaProp: over two groups with other betas, its step raised inside torch (dynamo's
+    "Guard failed on the same frame it was created", from a function the step compiles itself). Here torch's
+    own `torch._assert` raises where the groups' momenta differ."""
+
+    def __init__(self, params, lr=0.1, momentum=0.5):
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "momentum": momentum})
+
+    def _update(self) -> None:
+        torch._assert(len({g["momentum"] for g in self.param_groups}) == 1, "one momentum for every group")
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    buf = self.state[p].setdefault("momentum", torch.zeros_like(p))
+                    buf.mul_(group["momentum"]).add_(p.grad)
+                    p.add_(buf, alpha=-group["lr"])

@@ -8,6 +8,8 @@ Each diagnosis is one line for the failure and the JSON report. What is looked f
   whether the run with fallback_random then matches;
 - optimizer attributes the compiled run lacks or left stale, where the installed torch's dynamo
   drops attribute writes on a torch.optim.Optimizer (a plain-torch probe tells: torch's doing);
+- state the compiled run lacks, where the optimizer's code calls typing.cast and the installed torch's
+  dynamo loses writes into a dict passed through it (a plain-torch probe tells: torch's doing);
 - whether the same steps compiled with `aot_eager` (dynamo and AOTAutograd, no inductor) match
   eager: then the difference is inductor's, else it was already in the traced graph.
 
@@ -17,7 +19,10 @@ Each diagnosis is one line for the failure and the JSON report. What is looked f
 from __future__ import annotations
 
 import functools
+import inspect
 import re
+import sys
+import typing
 from dataclasses import replace
 from typing import Any
 
@@ -39,8 +44,8 @@ def parity_diagnoses(run: Any) -> list[str]:
     decides between mechanisms runs here, once, when parity has already failed."""
     if "parity" in run.case.xfail:  # its reason already names the mechanism: no reruns for a verdict nobody reads
         return _storage_and_rng(run, rerun=False)
-    return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), *_init_group_once(run),
-            _aot_eager(run)]
+    return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), *_state_lost_through_cast(run),
+            *_init_group_once(run), _aot_eager(run)]
 
 
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an
@@ -225,6 +230,56 @@ def _dropped_attribute_writes(run: Any) -> list[str]:
             "differ for that reason (and any value the step computes from them with them)"]
 
 
+def _state_lost_through_cast(run: Any) -> list[str]:
+    """State the eager step wrote and the compiled run lacks, where the optimizer's code calls typing.cast
+    and the installed torch's dynamo loses writes into a dict passed through it (homeadam's
+    `state = cast(dict[str, Any], self.state[p])`): torch's doing, found by a plain-torch probe."""
+    eager, compiled = run.eager.state, run.compiled.state
+    lost = sorted(f"{name}[{key!r}]" for name, keys in eager.items() for key in keys if key not in compiled.get(name, {}))
+    if not lost or not _calls_typing_cast(resolve(run.case.optimizer)) or not loses_writes_through_cast():
+        return []
+    shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+    return [f"torch's doing (dynamo): the installed torch loses writes into a dict that passed through typing.cast in a "
+            f"compiled region (`state = cast(dict, self.state[p]); state['m'] = ...` is never written back), and the "
+            f"optimizer's code calls typing.cast: the compiled run lacks the state the eager step wrote ({shown}), and "
+            "every value computed from that state differs with it; plain-torch reproducer: python -m "
+            "pytest_optimtest.harness.diagnosis; index self.state without the cast (a type annotation says the same)"]
+
+
+def _calls_typing_cast(optimizer_cls: Any) -> bool:
+    """Whether a module defining the optimizer's class or one of its bases calls typing.cast (bound as
+    `cast`, or through `typing.`): its source says so."""
+    modules = {sys.modules.get(getattr(c, "__module__", "")) for c in getattr(optimizer_cls, "__mro__", ())}
+    for module in [m for m in modules if m is not None and not m.__name__.startswith(("torch.", "builtins"))]:
+        bound = any(value is typing.cast or value is typing for value in vars(module).values())
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        if bound and _CAST_CALL.search(source):
+            return True
+    return False
+
+
+_CAST_CALL = re.compile(r"\b(typing\.)?cast\(")
+
+
+@functools.cache
+def loses_writes_through_cast() -> bool:
+    """Plain torch: whether a key set in a compiled function on a dict returned by typing.cast is lost (once a process)."""
+    state: dict[str, dict[str, torch.Tensor]] = {"p": {}}
+    param = torch.zeros(2)
+
+    def step() -> None:
+        entry = typing.cast(dict, state["p"])
+        entry["m"] = torch.ones_like(param)
+        param.add_(entry["m"])
+
+    with torch_api.trace_log_kept_local():
+        torch.compile(step, backend="eager")()
+    return "m" not in state["p"]
+
+
 def _init_group_once(run: Any) -> list[str]:
     """An optimizer of its own with an `_init_group`: dynamo runs that once while tracing, not at every
     compiled step, so per-step work there (ACFGM keeps its previous iterates there) is skipped after the
@@ -316,3 +371,6 @@ if __name__ == "__main__":
     dropped = drops_optimizer_attribute_writes()
     print(f"torch {torch.__version__}: `self.count += 1` in an optimizer's compiled step "
           + ("is lost (the bug is present)" if dropped else "is written back (no dropped writes)"))
+    cast_lost = loses_writes_through_cast()
+    print(f"torch {torch.__version__}: a key set on `typing.cast(dict, d)` in a compiled function "
+          + ("is lost (the bug is present)" if cast_lost else "is written back (no lost writes)"))

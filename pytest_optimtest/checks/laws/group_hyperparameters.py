@@ -79,9 +79,10 @@ def group_problems(case: Any, cache: Any, moved: Moved) -> tuple[list[str], bool
     except NotApplicable:
         raise
     except Exception as exc:  # equal groups step (require_two_groups): this value in one group is what raised
-        where = blame(exc).where
+        found = blame(exc)
         return [f"two groups, group 1's {moved.key} = {moved.value!r}, raised {type(exc).__name__}: {exc}"
-                + (f" at {where}" if where else "") + " (one optimizer with that value for all params did not)"], False
+                + (f" at {found.where}" if found.where else "") + f" ({found.owner}'s doing; one optimizer with that value "
+                "for all params did not)"], False
     if _first_difference(runs.equal, runs.first, runs.second_default, steps, tol):
         same = all(torch.equal(runs.grouped.params_after(s)[n], runs.equal.params_after(s)[n])
                    for s in range(1, steps + 1) for n in SECOND)
