@@ -1166,3 +1166,16 @@ class TorchRaisesOverGroupsSGD(PlainSGD):
                     buf = self.state[p].setdefault("momentum", torch.zeros_like(p))
                     buf.mul_(group["momentum"]).add_(p.grad)
                     p.add_(buf, alpha=-group["lr"])
+
+
+class InPlaceNormClampSGD(PlainSGD):
+    """emerging_optimizers' ObliqueSGD: it clamps a norm in place, which over FSDP2's sharded params is a
+    Partial DTensor that DTensor will not change placement of in place ("use the out-of-place version")."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    norm = p.grad.norm()
+                    norm.clamp_min_(1e-8)
+                    p.add_(p.grad / norm, alpha=-group["lr"])

@@ -75,6 +75,7 @@ SPECS = {
     "flaginstate": "optimizer: planted_unseen:FlagInStateSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
     "caststate": "optimizer: planted_unseen:CastStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
+    "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
@@ -449,3 +450,12 @@ def test_a_law_whose_two_group_step_raised_inside_torch_says_it_is_torchs_doing(
     failure = _failure(out, "specs/groupsraise.yaml::torchraisesovergroupssgd-default-cpu::law_group_hyperparameters")
     assert "raised AssertionError: one momentum for every group" in failure
     assert "(torch's doing; one optimizer with that value for all params did not)" in failure
+
+
+def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doing(session):
+    """emerging_optimizers' ObliqueSGD and ObliqueAdam: `norm.clamp_min_(eps)` over FSDP2's shards raised in DTensor's
+    Python code, which told it to use the out-of-place op; the red called it torch's doing."""
+    out, _ = session
+    failure = _failure(out, "specs/normclamp.yaml::inplacenormclampsgd-default-cpu::fsdp")
+    assert "in-place operations that require placement changes are not supported" in failure
+    assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure

@@ -98,7 +98,7 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
                    for f, k in zip(frames, kinds))
     generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
     init_skipped = _optimizer_init_skipped(exc, frames)
-    note = init_skipped or _called_with_arguments_torch_does_not_take(exc, frames, kinds)
+    note = init_skipped or _called_with_arguments_torch_does_not_take(exc, frames, kinds) or _dtensor_refuses(exc, frames, kinds)
     users = [f for f, k in [*zip(frames, kinds), *zip(traced, traced_kinds)] if k == "optimizer"]
     return Blame("optimizer" if note else owner, users, innermost, compiled, generated, note,
                  INIT_SKIPPED if init_skipped else "")
@@ -119,6 +119,22 @@ def _called_with_arguments_torch_does_not_take(exc: BaseException, frames: list[
         return ""
     return (f"its {callers[-1].name} calls torch's {found.group(1)}() with arguments that torch {torch.__version__}'s "
             f"{found.group(1)} does not take (a torch function whose signature changed across releases): the optimizer's doing")
+
+
+# DTensor's refusals of an op as its caller wrote it, each telling the caller what to write instead
+_DTENSOR_REFUSALS = re.compile(r"in-place operations that require placement changes are not supported|"
+                               r"got mixed torch\.Tensor and DTensor")
+
+
+def _dtensor_refuses(exc: BaseException, frames: list[traceback.FrameSummary], kinds: list[str]) -> str:
+    """Why DTensor's refusal of an op that the optimizer's own line calls is the optimizer's doing, though
+    torch's frame raised it: DTensor supports the op written otherwise, and says how (emerging_optimizers'
+    ObliqueSGD clamps a norm of sharded params in place: `norm.clamp_min_(eps)` over a Partial placement)."""
+    callers = [f for f, k in zip(frames, kinds) if k == "optimizer"]
+    if not isinstance(exc, RuntimeError) or not callers or not _DTENSOR_REFUSALS.search(str(exc)):
+        return ""
+    return (f"DTensor refuses the op as {callers[-1].name} writes it over sharded params, and says what works instead (an "
+            "out-of-place op, or DTensor operands throughout): the optimizer's doing, though torch's frame raised it")
 
 
 # What torch.optim.Optimizer.__init__ sets and its other methods read (step's hook wrapper, zero_grad, state_dict)
