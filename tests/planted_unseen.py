@@ -1179,3 +1179,29 @@ class InPlaceNormClampSGD(PlainSGD):
                     norm = p.grad.norm()
                     norm.clamp_min_(1e-8)
                     p.add_(p.grad / norm, alpha=-group["lr"])
+
+
+def _momentum_update(p, buf, lr):
+    buf.mul_(0.9).add_(p.grad)
+    torch._dynamo.graph_break()  # emerging_optimizers' Muon: a call dynamo cannot trace, between two halves of the update
+    p.add_(buf, alpha=-lr)
+
+
+class FramesSGD(PlainSGD):
+    """emerging_optimizers' Muon family: its step graph breaks, so dynamo compiles it as several frames,
+    each guarding on the state tensors a load replaces: the load recompiles each of them once."""
+
+    def _init_group(self, group, params, bufs):  # as torch.optim's: dynamo marks the state it makes static
+        for p in group["params"]:
+            if p.grad is not None:
+                if "momentum" not in self.state[p]:
+                    self.state[p]["momentum"] = torch.zeros_like(p)
+                params.append(p)
+                bufs.append(self.state[p]["momentum"])
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            params, bufs = [], []
+            self._init_group(group, params, bufs)
+            for p, buf in zip(params, bufs):
+                _momentum_update(p, buf, group["lr"])

@@ -76,6 +76,7 @@ SPECS = {
     "caststate": "optimizer: planted_unseen:CastStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
+    "frames": "optimizer: planted_unseen:FramesSGD\nkwargs: {lr: 0.01}\nchecks: [graph_breaks, state_dict]\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
@@ -459,3 +460,14 @@ def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doin
     failure = _failure(out, "specs/normclamp.yaml::inplacenormclampsgd-default-cpu::fsdp")
     assert "in-place operations that require placement changes are not supported" in failure
     assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
+
+
+def test_recompiles_of_frames_a_graph_break_split_off_are_the_breaks_red_not_state_dicts(session):
+    """emerging_optimizers' Muon family: a graph break splits the step into frames that take state tensors as
+    inputs, guarded by identity; a load recompiled each once a param, and state_dict was red beside graph_breaks
+    for that one cause."""
+    out, report = session
+    assert _outcome(out, "specs/frames.yaml::framessgd-default-cpu::graph_breaks") == "FAILED"
+    assert _outcome(out, "specs/frames.yaml::framessgd-default-cpu::state_dict") == "PASSED"
+    (item,) = [i for i in report["items"] if i["nodeid"] == "specs/frames.yaml::framessgd-default-cpu::state_dict"]
+    assert item["metrics"]["recompiles_after_load"] <= 1 and item["metrics"]["recompiles_after_load_split_off"] > 0, item

@@ -460,6 +460,17 @@ def guard_failures(recompile_message: str) -> list[str]:
 _GUARD_LINE = re.compile(r"^\s*- (\d+/\d+: .*)$", re.MULTILINE)
 
 
+def recompiles_first_frame(recompile_message: str) -> bool:
+    """Whether a dynamo recompile message recompiled the first frame dynamo compiled in the process's fresh
+    compile state (frame 0: the compiled function itself, not a frame a graph break split off); True when
+    its format is not recognised."""
+    frames = {line.split("/", 1)[0] for line in guard_failures(recompile_message) if _GUARD_LINE_START.match(line)}
+    return not frames or "0" in frames
+
+
+_GUARD_LINE_START = re.compile(r"\d+/\d+: ")
+
+
 @functools.cache
 def mod_tracker_ends_backward_with_post_bw() -> bool:
     """Whether this torch's ModTracker fires post_bw, as backward ends, for a module whose inputs need
