@@ -1205,3 +1205,16 @@ class FramesSGD(PlainSGD):
             self._init_group(group, params, bufs)
             for p, buf in zip(params, bufs):
                 _momentum_update(p, buf, group["lr"])
+
+
+class SlowFirstStepSGD(PlainSGD):
+    """emerging_optimizers' PSGDPro: its first step in a process compiles functions it compiles itself (over
+    30 s on a cold inductor cache), and every step after is quick."""
+
+    compiled = False
+
+    def _update(self) -> None:
+        if not SlowFirstStepSGD.compiled:
+            time.sleep(2.5)
+            SlowFirstStepSGD.compiled = True
+        super()._update()

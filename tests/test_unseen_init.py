@@ -592,12 +592,18 @@ def test_init_stops_a_probe_whose_step_runs_for_minutes_and_the_spec_says_why(tm
     from pytest_optimtest import scaffold
 
     monkeypatch.setattr(scaffold, "PROBE_SECONDS", 1.0)
+    monkeypatch.setattr(scaffold, "COLD_STEP_FACTOR", 2)
+    token = scaffold._PROBE_COLD.set(True)  # as in a fresh `init` process: its first step gets 2 s
     start = time.monotonic()
-    assert scaffold.write_starter_spec("planted_unseen:SlowSearchSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    try:
+        assert scaffold.write_starter_spec("planted_unseen:SlowSearchSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    finally:
+        scaffold._PROBE_COLD.reset(token)
     assert time.monotonic() - start < 60
     text = (tmp_path / "init.yaml").read_text()
-    assert "skip:  # its step does not finish in time: ProbeTimeout: one step ran past 1 s, and init stopped it" in text, text
-    assert "one step over the plugin's model (two Linear(10, 10), 220 params) ran past 1 s: every run would time out" in text
+    assert "skip:  # its step does not finish in time: ProbeTimeout: one step ran past 2 s, and init stopped it" in text, text
+    assert ("one step over the plugin's model (two Linear(10, 10), 220 params) ran past init's limit (ProbeTimeout: one "
+            "step ran past 2 s, and init stopped it): every run would time out") in text
     assert all(case.skip for case in cases_from(tmp_path, text))
 
 
@@ -655,3 +661,21 @@ def test_init_writes_a_spec_that_loads_for_a_constructor_that_refuses_a_zero_par
     assert "\nskip:" not in text and "refuses a plain list" not in text, text
     cases = cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
     assert cases and not any(case.skip for case in cases)
+
+
+def test_init_gives_the_first_step_of_its_process_time_to_compile_what_the_optimizer_compiles(tmp_path, capsys, monkeypatch):
+    """emerging_optimizers' PSGDPro: its first step compiled its own torch.compile'd functions on a cold cache past
+    init's 30 s, and init skipped every item saying each run would time out; a warm step takes no time."""
+    from helpers import cases_from
+
+    from pytest_optimtest import scaffold
+
+    monkeypatch.setattr(scaffold, "PROBE_SECONDS", 1.0)
+    token = scaffold._PROBE_COLD.set(True)  # as in a fresh `init` process
+    try:
+        assert scaffold.write_starter_spec("planted_unseen:SlowFirstStepSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    finally:
+        scaffold._PROBE_COLD.reset(token)
+    text = (tmp_path / "init.yaml").read_text()
+    assert "\nskip:" not in text and "ran past" not in text, text
+    assert not any(case.skip for case in cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]")))
