@@ -33,6 +33,7 @@ from .harness.devices import unavailable_reason
 from .harness.law_runs import unstored_kwargs
 from .harness.param_forms import construct
 from .harness.snapshot import groups_hold_settings
+from .items import missing_requirements
 from .models import IN_FEATURES, two_diagonal, two_linear, two_linear_no_bias
 from .setups import train_mode
 from .spec.schema import DEFAULT_TOLERANCES, ParamGroup
@@ -624,7 +625,8 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                 extra = _extra_positional(cls)
                 return "list", None, [
                     f"# the constructor refused a list of params, named params and the model ({problems['list']}): " +
-                    (f"it takes positional arguments after its params (*{extra}), which a spec cannot give" if extra else
+                    (f"it takes positional arguments after its params (*{extra}), which a spec cannot give"
+                     if extra and not _refuses_values(problems["list"]) else
                      f"it takes {_what_it_takes(cls, problems['list'])}")]
             return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
                                          f"(it refuses a plain list: {problems['list']})",
@@ -688,8 +690,16 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
               else _what_it_takes(cls, refusal))
     reason = (f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}"
               + ("" if wanted.endswith("not supported") else ", and remove this skip"))
+    missing = _missing_module(refusal)
+    if missing is not None:  # gram_newton_schulz's Muon imports quack (CUDA kernels) as it constructs: a dependency
+        return "\n".join([
+            f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}",
+            f"requires: [{missing}]  # its constructor imports {missing}, not installed here ({refusal}): install it, then "
+            "run init again for a spec that probed its step",
+            "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
     extra = _extra_positional(cls)
-    if extra is not None:  # torchzero's Optimizer(params, *modules): what it refused is the arguments, not the params
+    if extra is not None and not _refuses_values(refusal):  # torchzero's Optimizer(params, *modules): the arguments
         reason = (f"{cls.__name__} takes positional arguments after its params (*{extra}) and refused construction without "
                   "them; a spec gives the constructor keyword arguments only: not supported")
     taken = _step_arguments(cls)
@@ -728,7 +738,16 @@ def _what_it_takes(cls: type, refusal: str) -> str:
     if re.search(r"'(Parameter|Tensor)' object has no attribute", refusal):
         return (f"objects of its own kind in its first argument, `{first.name}`, which read attributes params lack: no params "
                 "form gives them: not supported")
+    if _refuses_values(refusal):  # SinkhornMuon: "... must have non-negative entries"
+        return (f"params unlike those of the plugin's models, whose values it checks ({refusal}): give `model:` a factory "
+                "of a model whose params it takes (called as factory(device=...); docs/specs.md)")
     return "params in a form init could not find: give `params` groups it takes (docs/specs.md)"
+
+
+def _refuses_values(refusal: str) -> bool:
+    """Whether a constructor's refusal is a check of the values it was given (SinkhornMuon's non-negative
+    entries), not of the arguments it lacks (torchzero's modules after its params)."""
+    return refusal.startswith(("ValueError", "AssertionError"))
 
 
 def _extra_positional(cls: type) -> str | None:
@@ -1492,7 +1511,12 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     text = text.replace(f"--optim-spec {filename} ", f"--optim-spec {path} ")  # the "Run it" line names the file written
     path.write_text(text)
     try:
-        cases = project_registry(path).cases(path)
+        spec, locator = project_registry(path).load_spec(path)
+        missing = missing_requirements(spec)
+        if missing:  # what init could not import, the user installs: until then every item skips saying so
+            print(f"wrote {path}: it {missing}, so its items skip until it is installed")
+            return 0
+        cases = project_registry(path).expand(spec, locator)
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
         print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
         return 1

@@ -1218,3 +1218,23 @@ class SlowFirstStepSGD(PlainSGD):
             time.sleep(2.5)
             SlowFirstStepSGD.compiled = True
         super()._update()
+
+
+class ImportingConstructorSGD(PlainSGD):
+    """gram_newton_schulz's Muon: its constructor imports a package of CUDA kernels (quack) that is not installed."""
+
+    def __init__(self, params, lr=0.1):
+        import quack_kernels_not_installed  # noqa: F401
+
+        super().__init__(params, lr)
+
+
+class NonNegativeParamsSGD(PlainSGD):
+    """emerging_optimizers' SinkhornMuon(*args, **kwargs): its constructor refuses params with negative entries."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.min() < 0:
+                    raise ValueError(f"Parameter with shape {p.shape} contains negative values: entries must be non-negative")

@@ -679,3 +679,25 @@ def test_init_gives_the_first_step_of_its_process_time_to_compile_what_the_optim
     text = (tmp_path / "init.yaml").read_text()
     assert "\nskip:" not in text and "ran past" not in text, text
     assert not any(case.skip for case in cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]")))
+
+
+def test_init_names_a_module_the_constructor_imports_and_a_value_it_refuses(tmp_path, capsys):
+    """gram_newton_schulz's Muon (its constructor imports quack) was told to give `params` groups, and
+    emerging_optimizers' SinkhornMuon (it refuses negative entries) that it takes positional arguments."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:ImportingConstructorSGD", tmp_path / "a.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "a.yaml").read_text()
+    assert "requires: [quack_kernels_not_installed]  # its constructor imports quack_kernels_not_installed" in text, text
+    assert "params` groups" not in text
+    from pytest_optimtest.items import missing_requirements
+
+    spec, _ = CHECKS.load_spec(tmp_path / "a.yaml")  # the session skips its items at collection, saying so
+    assert "requires quack_kernels_not_installed (No module named 'quack_kernels_not_installed')" in missing_requirements(spec)
+    assert write_starter_spec("planted_unseen:NonNegativeParamsSGD", tmp_path / "b.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "b.yaml").read_text()
+    assert "params unlike those of the plugin's models, whose values it checks (ValueError: Parameter with shape" in text, text
+    assert "positional arguments" not in text
+    assert all(case.skip for case in cases_from(tmp_path, text))
