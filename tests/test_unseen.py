@@ -77,6 +77,7 @@ SPECS = {
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "frames": "optimizer: planted_unseen:FramesSGD\nkwargs: {lr: 0.01}\nchecks: [graph_breaks, state_dict]\n",
+    "normchecked": "optimizer: planted_unseen:NormCheckedSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent]\nlaws: {descent: true}\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
@@ -471,3 +472,10 @@ def test_recompiles_of_frames_a_graph_break_split_off_are_the_breaks_red_not_sta
     assert _outcome(out, "specs/frames.yaml::framessgd-default-cpu::state_dict") == "PASSED"
     (item,) = [i for i in report["items"] if i["nodeid"] == "specs/frames.yaml::framessgd-default-cpu::state_dict"]
     assert item["metrics"]["recompiles_after_load"] <= 1 and item["metrics"]["recompiles_after_load_split_off"] > 0, item
+
+
+def test_descent_starts_elsewhere_for_a_constructor_that_refuses_a_zero_param(session):
+    """emerging_optimizers' MuonHyperball refuses a param of zero norm: law descent, whose problem starts at
+    zero, was red for the optimizer's constructor."""
+    out, _ = session
+    assert _outcome(out, "specs/normchecked.yaml::normcheckedsgd-default-cpu::law_descent") == "PASSED"
