@@ -1238,3 +1238,17 @@ class NonNegativeParamsSGD(PlainSGD):
             for p in group["params"]:
                 if p.min() < 0:
                     raise ValueError(f"Parameter with shape {p.shape} contains negative values: entries must be non-negative")
+
+
+class Float32NormStateSGD(PlainSGD):
+    """hakuli's Hakuli: a float32 norm kept in state over bf16 params (`prev_norm`), compared in place each
+    step; torch's load_state_dict casts it to bf16, which the compiled step guards on: it recompiles."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = self.state[p]
+                    previous = state.get("prev_norm", torch.zeros((), dtype=torch.float32, device=p.device))
+                    p.add_(p.grad * (1 + 0 * previous), alpha=-group["lr"])  # a graph input, as hakuli's ratio reads it
+                    state["prev_norm"] = p.grad.float().norm()  # rebound each step: float32 again after a load

@@ -78,6 +78,8 @@ SPECS = {
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "frames": "optimizer: planted_unseen:FramesSGD\nkwargs: {lr: 0.01}\nchecks: [graph_breaks, state_dict]\n",
     "normchecked": "optimizer: planted_unseen:NormCheckedSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent]\nlaws: {descent: true}\n",
+    "f32norm": "optimizer: planted_unseen:Float32NormStateSGD\nkwargs: {lr: 0.1}\ndtypes: [bfloat16]\nchecks: [state_dict]\n"
+               "recompile: {load_state_dict: 0}\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
@@ -479,3 +481,12 @@ def test_descent_starts_elsewhere_for_a_constructor_that_refuses_a_zero_param(se
     zero, was red for the optimizer's constructor."""
     out, _ = session
     assert _outcome(out, "specs/normchecked.yaml::normcheckedsgd-default-cpu::law_descent") == "PASSED"
+
+
+def test_a_load_that_recompiles_on_a_state_dtype_torch_cast_says_so(session):
+    """hakuli's Hakuli at bf16: its float32 `prev_norm` came back bf16 from torch's load, rebound float32 by the
+    next step; only the compiled step's dtype guard saw it, and the red listed the guard and no cause."""
+    out, _ = session
+    failure = _failure(out, "specs/f32norm.yaml::float32normstatesgd-default-bfloat16-cpu::state_dict")
+    assert "['prev_norm']' dtype mismatch. expected Float, actual BFloat16" in failure
+    assert "casts every state tensor but 'step' (integer ones too) to its param's dtype" in failure
