@@ -228,10 +228,10 @@ def test_closure_with_graph_break_matches_eager(tmp_path):
 
 
 def test_state_dict_round_trip_and_recompile_allowance(tmp_path):
-    assert "1 recompile(s) after load" in run("state_dict", one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}")))
+    assert "1 recompile(s) of the step after load" in run("state_dict", one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}")))
     strict = one_case(tmp_path, spec("torch.optim.Adam", "{lr: 0.01}", "recompile: {load_state_dict: 0}"))
     message = failure("state_dict", strict)
-    assert "caused 1 recompiles, the spec allows 0" in message and "0/0:" in message
+    assert "caused 1 recompiles of the step, the spec allows 0" in message and "0/0:" in message
 
 
 def test_state_dict_round_trip_catches_a_compiled_only_difference(tmp_path):

@@ -473,7 +473,7 @@ def test_recompiles_of_frames_a_graph_break_split_off_are_the_breaks_red_not_sta
     assert _outcome(out, "specs/frames.yaml::framessgd-default-cpu::graph_breaks") == "FAILED"
     assert _outcome(out, "specs/frames.yaml::framessgd-default-cpu::state_dict") == "PASSED"
     (item,) = [i for i in report["items"] if i["nodeid"] == "specs/frames.yaml::framessgd-default-cpu::state_dict"]
-    assert item["metrics"]["recompiles_after_load"] <= 1 and item["metrics"]["recompiles_after_load_split_off"] > 0, item
+    assert item["evidence"]["recompiles_after_load"] <= 1 and item["evidence"]["recompiles_after_load_split_off"] > 0, item
 
 
 def test_descent_starts_elsewhere_for_a_constructor_that_refuses_a_zero_param(session):

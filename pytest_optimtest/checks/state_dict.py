@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..harness import torch_api
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, snapshot_differences
-from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, state_holds_str,
-                                 strings_lost_diagnosis, strings_lost_on_load)
+from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, guards_a_cast_state_dtype,
+                                 state_holds_str, strings_lost_diagnosis, strings_lost_on_load)
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
@@ -82,7 +81,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
         reasons = "".join(f"\n    - {r}" for m in counted for r in torch_api.guard_failures(m))
         message = (f"{case.id}: loading a state_dict into the compiled optimizer caused {len(counted)} recompiles of the "
                    f"step, the spec allows {allowed} (recompile.load_state_dict):{reasons}")
-        if _STATE_DTYPE_GUARD.search(reasons):  # hakuli's float32 `prev_norm` over bf16 params, bf16 after the load
+        if guards_a_cast_state_dtype(reasons):  # hakuli's float32 `prev_norm` over bf16 params, bf16 after the load
             raise KnownCause(message + STATE_CAST_ON_LOAD, STATE_CAST)
         raise AssertionError(message)
     split_off = f", and {len(split)} in the frames its graph breaks split off" if split else ""
@@ -92,10 +91,6 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                    {"steps_compared": 2 * n, "step_graphs": compiled.step_graphs, "recompiles_after_load": len(counted),
                     "recompiles_after_load_split_off": len(split),
                     "state_entries": sum(map(len, reference.final.state.values())), "moved_tolerances": round(moved, 3)})
-
-
-# a guard on a state tensor's dtype that the load changed: torch's load_state_dict casting it to its param's
-_STATE_DTYPE_GUARD = re.compile(r"tensor '\S*state\[\S*' dtype mismatch")
 
 
 ATTRIBUTES_NOT_SAVED = ("\n  diagnosis: an attribute of the optimizer's own is not in its state_dict, so a load leaves it as "

@@ -101,6 +101,16 @@ def cast_on_load(dtype: str, problems: list[str]) -> list[str]:
     return [p for p in problems if re.search(rf"\bstate\[.*: dtype torch\.{dtype} != \w+ torch\.", p)]
 
 
+def guards_a_cast_state_dtype(guard_failures: str) -> bool:
+    """Whether dynamo's guard failures include a state tensor's dtype: after a load, the dtype torch's
+    load_state_dict cast it to (hakuli's float32 `prev_norm` over bf16 params, rebound float32 by the next step,
+    so that only the compiled step's guard sees it)."""
+    return _STATE_DTYPE_GUARD.search(guard_failures) is not None
+
+
+_STATE_DTYPE_GUARD = re.compile(r"tensor '\S*state\[\S*' dtype mismatch")
+
+
 def ordered_draws(draws: tuple[str, ...]) -> str | None:
     """The RNG whose draws land by step order (torch's global one, or a torch.Generator of the
     optimizer's package), in words; None where the step draws from neither."""
