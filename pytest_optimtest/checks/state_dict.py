@@ -70,9 +70,10 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
         raise KnownCause(message, STATE_CAST) if cast else AssertionError(message)
     after_load, allowed = compiled.recompiles_after(n), run_phases(case).load_state_dict
     # A load hands every compiled frame new state tensors to guard on; where the step graph breaks, the frames the
-    # breaks split off take state as inputs, guarded one cache entry a tensor: those recompiles are the breaks'
-    # (graph_breaks' red), the step's own frame is this check's
-    split = [m for m in after_load if not torch_api.recompiles_first_frame(m)] if compiled.graph_breaks else []
+    # breaks split off take state as inputs, guarded by identity, one cache entry a tensor: those recompiles are the
+    # breaks' (graph_breaks' red); the step's own frame, and any guard on a value, are this check's
+    split = [m for m in after_load if not torch_api.recompiles_first_frame(m) and torch_api.identity_guards_only(m)
+             ] if compiled.graph_breaks else []
     counted = [m for m in after_load if m not in split]
     if len(counted) > allowed and runs.compiled(case).unsettled:  # zij's AdaGC: an int `step` in its groups
         raise Blocked("blocked by recompile: the compiled step recompiles on every warm-up step without any load (the "

@@ -471,6 +471,13 @@ def recompiles_first_frame(recompile_message: str) -> bool:
 _GUARD_LINE_START = re.compile(r"\d+/\d+: ")
 
 
+def identity_guards_only(recompile_message: str) -> bool:
+    """Whether every guard that failed in a dynamo recompile message is an identity guard (`___check_obj_id`:
+    a tensor dynamo holds as a static input, such as an optimizer's state, replaced by another object)."""
+    lines = guard_failures(recompile_message)
+    return bool(lines) and all("___check_obj_id(" in line for line in lines)
+
+
 @functools.cache
 def mod_tracker_ends_backward_with_post_bw() -> bool:
     """Whether this torch's ModTracker fires post_bw, as backward ends, for a module whose inputs need
