@@ -686,18 +686,17 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
         refusal = ""
     except Exception as exc:  # noqa: BLE001  # what it said of a plain list, which names what it wants instead
         refusal = one_line(exc)
+    head = [f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}"]
+    default_case = ["cases:", "  - name: default", "devices: [cpu, cuda]"]
+    missing = _missing_module(refusal)
+    if missing is not None:  # gram_newton_schulz's Muon imports quack (CUDA kernels) as it constructs: a dependency
+        return "\n".join([*head, f"requires: [{missing}]  # its constructor imports {missing}, not installed here ({refusal}): "
+                                 "install it, then run init again for a spec that probed its step", *default_case, ""])
     wanted = ("a model of its own kind: give `model:` a factory of one (called as factory(device=...))" if form == "model"
               else _what_it_takes(cls, refusal))
     reason = (f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}"
               + ("" if wanted.endswith("not supported") else ", and remove this skip"))
-    missing = _missing_module(refusal)
-    if missing is not None:  # gram_newton_schulz's Muon imports quack (CUDA kernels) as it constructs: a dependency
-        return "\n".join([
-            f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
-            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}",
-            f"requires: [{missing}]  # its constructor imports {missing}, not installed here ({refusal}): install it, then "
-            "run init again for a spec that probed its step",
-            "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
     extra = _extra_positional(cls)
     if extra is not None and not _refuses_values(refusal):  # torchzero's Optimizer(params, *modules): the arguments
         reason = (f"{cls.__name__} takes positional arguments after its params (*{extra}) and refused construction without "
@@ -710,10 +709,8 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     if len(players) == 2 and loss is not None:  # CGDs' ACGD(max_params, min_params).step(loss): a min-max game
         reason = (f"its constructor takes two sets of params ({', '.join(players)}) and its step the loss itself "
                   f"(step({loss})): a two-player game's protocol, not torch.optim's: not supported")
-    return "\n".join([
-        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
-        f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *(["params: model"] if form == "model" else []), *form_lines,
-        "cases:", "  - name: default", "devices: [cpu, cuda]", "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
+    return "\n".join([*head, *(["params: model"] if form == "model" else []), *form_lines, *default_case,
+                      "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
 
 
 _MISSING_ARGUMENTS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$")

@@ -261,12 +261,13 @@ def _calls_typing_cast(optimizer_cls: Any) -> bool:
     `cast`, or through `typing.`): its source says so."""
     modules = {sys.modules.get(getattr(c, "__module__", "")) for c in getattr(optimizer_cls, "__mro__", ())}
     for module in [m for m in modules if m is not None and not m.__name__.startswith(("torch.", "builtins"))]:
-        bound = any(value is typing.cast or value is typing for value in vars(module).values())
+        if not any(value is typing.cast or value is typing for value in vars(module).values()):
+            continue  # no source to read where the module binds neither
         try:
             source = inspect.getsource(module)
         except (OSError, TypeError):
             continue
-        if bound and _CAST_CALL.search(source):
+        if _CAST_CALL.search(source):
             return True
     return False
 
