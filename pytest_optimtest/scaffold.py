@@ -48,6 +48,9 @@ DEVICE_FLAGS = ("capturable", "fused", "differentiable")
 _PROBE_BACKWARD: contextvars.ContextVar[str] = contextvars.ContextVar("probe_backward", default="plain")
 # a step that moves the params only given a closure (a gradient-free one that evaluates it): every probe gives one
 _PROBE_CLOSURE: contextvars.ContextVar[bool] = contextvars.ContextVar("probe_closure", default=False)
+# a step that raises without a closure and steps given one (momo's `assert closure or loss`), which its signature's
+# `closure=None` does not say: the probes that step a run of their own (state dtype, RNG use, seeding) give one
+_PROBE_STEP_CLOSURE: contextvars.ContextVar[bool] = contextvars.ContextVar("probe_step_closure", default=False)
 
 
 # A probe's steps run this long at most: a step that searches globally (torchzero's ScipyDE over the 220 params of
@@ -143,6 +146,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
                                           "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
     _PROBE_BACKWARD.set(next((line.split()[1] for line in form_lines if line.startswith("backward: ")), "plain"))
     _PROBE_CLOSURE.set(_moves_only_given_closure(probe, form, guessed, factory))
+    _PROBE_STEP_CLOSURE.set(_steps_only_given_closure(probe, form, guessed, factory))
     seeded = _seed_fill(probe, form, guessed, factory)
     if seeded is not None:  # its own generator, seeded from the OS unless given a seed: runs would never compare
         fills, fill_notes, probe = {**fills, **seeded[0]}, [*fill_notes, seeded[1]], functools.partial(probe, **seeded[0])
@@ -724,7 +728,12 @@ def _what_it_takes(cls: type, refusal: str) -> str:
     find (AdamSLS's list of lists)."""
     missing = _MISSING_ARGUMENTS.search(refusal)
     if missing:
-        names = ", ".join(re.findall(r"'(\w+)'", missing.group(1)))
+        arguments = re.findall(r"'(\w+)'", missing.group(1))
+        names = ", ".join(arguments)
+        if {"rank", "world_size"} & set(arguments):  # decent_optim_wrapper's: gossip between ranks it is told of
+            return (f"its rank in a process group ({names}): a distributed optimizer, one instance per process, which "
+                    "the plugin's runs (one process; ranks of DDP or FSDP2 each stepping a local optimizer) do not make: "
+                    "not supported")
         return (f"arguments init has no guess for ({names}): give them under kwargs ({KWARG_OBJECTS}; docs/specs.md)")
     first = next(iter(inspect.signature(cls).parameters.values()), None)
     if first is None:
@@ -1267,6 +1276,12 @@ def _moves_only_given_closure(cls: type, form: Any, kwargs: dict, factory: Any) 
     return problem is None and given > 0
 
 
+def _steps_only_given_closure(cls: type, form: Any, kwargs: dict, factory: Any) -> bool:
+    """Whether one step raises without a closure and runs given one."""
+    return (_stepped_with(cls, form, kwargs, factory, 1, torch.float32, closure=False)[1] is not None
+            and _stepped_with(cls, form, kwargs, factory, 1, torch.float32, closure=True)[1] is None)
+
+
 def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch.dtype) -> str:
     """The spec's closure variants: both, unless the step raises without a closure and steps with one
     (QQN's `step(closure=None)` asserts it was given one), or the reverse (Adams_ZeRO's asserts it was
@@ -1287,7 +1302,8 @@ def _closure_line(cls: type, form: Any, factory: Any, kwargs: dict, dtype: torch
 def _probe_step(optimizer: Any, closure: Callable[[], torch.Tensor]) -> None:
     """One probe step as the runs take it: with the closure where the protocol found or the step's
     signature needs one (torch_pso's step(closure)), else on the grads the closure left."""
-    if _PROBE_BACKWARD.get() != "plain" or _PROBE_CLOSURE.get() or requires_closure(type(optimizer)):
+    if (_PROBE_BACKWARD.get() != "plain" or _PROBE_CLOSURE.get() or _PROBE_STEP_CLOSURE.get()
+            or requires_closure(type(optimizer))):
         optimizer.step(closure)
     else:
         optimizer.step()

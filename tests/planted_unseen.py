@@ -1252,3 +1252,52 @@ class Float32NormStateSGD(PlainSGD):
                     previous = state.get("prev_norm", torch.zeros((), dtype=torch.float32, device=p.device))
                     p.add_(p.grad * (1 + 0 * previous), alpha=-group["lr"])  # a graph input, as hakuli's ratio reads it
                     state["prev_norm"] = p.grad.float().norm()  # rebound each step: float32 again after a load
+
+
+class FusedBackwardSGD(torch.optim.Optimizer):
+    """lomo-optim's Lomo: no step; `fused_backward(loss, lr)` runs backward, and hooks it registered on the
+    params update each one as its grad arrives (a protocol of its own, not torch.optim's loop)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    def fused_backward(self, loss, lr):
+        loss.backward()
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.add_(p.grad, alpha=-lr)
+
+
+class AssertedClosureSGD(torch.optim.Optimizer):
+    """momo's Momo: `step(closure=None, loss=None)` asserts one of them was given (a Polyak step reads the
+    loss's value); momentum buffers in the params' dtype."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    def step(self, closure=None, loss=None):
+        assert (closure is not None) or (loss is not None), "Either loss tensor or closure must be passed."
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                        buf.mul_(0.9).add_(p.grad)
+                        p.add_(buf, alpha=-group["lr"])
+        return loss
+
+
+class RankedGossipSGD(torch.optim.Optimizer):
+    """decent_optim_wrapper's DecentOptimWrapper: told its rank and world size, it averages params with its
+    neighbours' over a process group it asserts is initialized."""
+
+    def __init__(self, params, rank, world_size, topology, lr=0.1):
+        assert torch.distributed.is_initialized(), "torch.distributed is not initialized."
+        super().__init__(params, {"lr": lr})
+
+    def step(self, closure=None):
+        raise NotImplementedError("never constructed outside a process group")

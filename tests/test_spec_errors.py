@@ -45,6 +45,9 @@ def test_misspelt_optimizer(tmp_path):
     ("torch.optim.sgd:sgd", "'torch.optim.sgd:sgd' is a function, not an optimizer class: name the class whose instances step; "
      "a factory that returns one"),
     ("torch.nn.Linear", "'torch.nn.Linear' is a class without a `step` method, not an optimizer class"),
+    ("planted_unseen:FusedBackwardSGD", "'planted_unseen:FusedBackwardSGD' does not implement `step`: it updates through "
+     "`fused_backward(loss, lr)`, a protocol of its own (the plugin's runs call step(), as torch.optim's training loop "
+     "does): not supported"),
     ("torch.float32", "'torch.float32' is a dtype, not an optimizer class"),
 ])
 def test_what_names_no_optimizer_class_says_what_it_is(tmp_path, path, said):

@@ -701,3 +701,29 @@ def test_init_names_a_module_the_constructor_imports_and_a_value_it_refuses(tmp_
     assert "params unlike those of the plugin's models, whose values it checks (ValueError: Parameter with shape" in text, text
     assert "positional arguments" not in text
     assert all(case.skip for case in cases_from(tmp_path, text))
+
+
+def test_init_probes_state_dtype_and_rng_with_the_closure_a_step_asserts_it_was_given(tmp_path, capsys):
+    """momo's Momo and MomoAdam (`step(closure=None, loss=None)` asserts one was given): init wrote
+    `closure: [true]` and then "init could not tell" the state dtype, its probe stepped without one."""
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:AssertedClosureSGD", tmp_path / "a.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "a.yaml").read_text()
+    assert "closure: [true]  # its step raises without a closure" in text, text
+    assert "state_dtype: param  # over bf16 params two steps kept its state in bf16" in text, text
+    assert "could not tell" not in text
+
+
+def test_init_calls_an_optimizer_told_its_rank_distributed_not_a_question_of_kwargs(tmp_path, capsys):
+    """decent_optim_wrapper's DecentOptimWrapper(optimizer, rank, world_size, local_world_size, topology):
+    init's skip asked for the four under kwargs, which no spec can give one process."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:RankedGossipSGD", tmp_path / "a.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "a.yaml").read_text()
+    assert "its rank in a process group (rank, world_size, topology): a distributed optimizer" in text, text
+    assert "remove this skip" not in text
+    assert all(case.skip for case in cases_from(tmp_path, text))

@@ -154,6 +154,10 @@ def optimizer_class_problem(path: str, obj: Any) -> str | None:
         if step is None:
             return f"{path!r} is a class without a `step` method, not an optimizer class"
         if getattr(step, "__module__", "") == "torch.optim.optimizer" and step.__qualname__ == "Optimizer.step":
+            updates = _loss_taking_methods(obj)
+            if updates:  # LOMO's fused_backward(loss, lr): it updates params in backward hooks, never in step
+                return (f"{path!r} does not implement `step`: it updates through {updates[0]}, a protocol of its own "
+                        "(the plugin's runs call step(), as torch.optim's training loop does): not supported")
             return f"{path!r} does not implement `step` (torch.optim.Optimizer's raises NotImplementedError): name a subclass that does"
         return None
     if callable(obj):
@@ -161,6 +165,21 @@ def optimizer_class_problem(path: str, obj: Any) -> str | None:
                 "factory that returns one (absgd's ABSGD returns torch.optim.SGD with momentum 0.9) is specified by "
                 "that class and the kwargs the factory passes it")
     return f"{path!r} is a {type(obj).__name__}, not an optimizer class"
+
+
+def _loss_taking_methods(cls: type) -> list[str]:
+    """`name(signature)` of the public methods `cls` defines (not torch.optim.Optimizer) that take a `loss`."""
+    found = []
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch.") or klass is object:
+            continue
+        for name, member in vars(klass).items():
+            if name.startswith("_") or not inspect.isfunction(member):
+                continue
+            arguments = [*inspect.signature(member).parameters][1:]
+            if "loss" in arguments:
+                found.append(f"`{name}({', '.join(arguments)})`")
+    return found
 
 
 def resolve(path: str) -> Any:
