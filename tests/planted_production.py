@@ -104,6 +104,15 @@ class GroupCountingSGD(PlainSGD):
                 p.add_(p.grad, alpha=-group["lr"] / group["step"])
 
 
+class GroupCountingNormReadingSGD(GroupCountingSGD):
+    """GroupCountingSGD that also reads each grad's norm as a Python number to skip a step on a blown-up
+    grad (thermoclaw's EPTO): a partial DTensor's value under FSDP2, which changes nothing below the bound."""
+
+    def _update(self) -> None:
+        if all(float(p.grad.norm().item()) < 1e6 for group in self.param_groups for p in group["params"]):
+            super()._update()
+
+
 class ConstructorSeedMomentumSGD(MomentumSGD):
     """Seeds each param's state in its constructor (APOLLO's shape): DCP takes that for initialized
     state, and its momentum buffers have nowhere to load into."""

@@ -1301,3 +1301,17 @@ class RankedGossipSGD(torch.optim.Optimizer):
 
     def step(self, closure=None):
         raise NotImplementedError("never constructed outside a process group")
+
+
+class GroupStepCountSGD(PlainSGD):
+    """geoopt's RiemannianSGD: `if "step" not in group: group["step"] = 0` then `group["step"] += 1`, a key
+    its groups get on the first step (dynamo guards the group's length); no state at its default momentum 0."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            if "step" not in group:
+                group["step"] = 0
+            group["step"] += 1
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"])

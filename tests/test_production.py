@@ -192,6 +192,21 @@ def test_a_save_that_steps_a_stateless_optimizer_is_dcps_doing_and_one_red(tmp_p
     assert "right after loading" not in message and "resumed at" not in message  # loads as saved, resumes as never stopped
 
 
+def test_a_save_that_steps_a_stateless_optimizer_reading_partial_norms_is_still_dcps_doing(tmp_path):
+    """thermoclaw's EPTOv5: the save's step changed what it saved, and the red's root cause was "its step
+    reads numbers off partial DTensors", whose reads changed nothing (fsdp passed)."""
+    from pytest_optimtest.checks.fsdp import PARTIAL_READS
+    from pytest_optimtest.harness.blame import KnownCause
+
+    case = one_case(tmp_path, _fsdp("planted_production:GroupCountingNormReadingSGD", "{compiled: false}"))
+    runs = RunCache()
+    assert "equal one process" in run("fsdp", case, runs)
+    with pytest.raises(AssertionError) as info:
+        run("checkpoint", case, runs)
+    assert "torch's doing (DCP), met by this optimizer" in str(info.value)
+    assert not (isinstance(info.value, KnownCause) and info.value.mechanism == PARTIAL_READS), str(info.value)
+
+
 def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
     """AdaBayes divides by lr: DCP's load at one process steps at lr 0 to create state, and so does the
     param_groups law's zero-lr group; one root cause, one red, the other item blocked by it."""

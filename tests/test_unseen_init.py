@@ -727,3 +727,15 @@ def test_init_calls_an_optimizer_told_its_rank_distributed_not_a_question_of_kwa
     assert "its rank in a process group (rank, world_size, topology): a distributed optimizer" in text, text
     assert "remove this skip" not in text
     assert all(case.skip for case in cases_from(tmp_path, text))
+
+
+def test_a_load_that_recompiles_on_the_group_key_dynamo_writes_says_it_is_torchs(tmp_path):
+    """geoopt's RiemannianSGD (`if "step" not in group`): loading eager's state_dict, which lacks the
+    `capturable` key dynamo writes into compiled groups, recompiled twice on the groups' length: a red that
+    named no owner."""
+    case = one_case(tmp_path, "optimizer: planted_unseen:GroupStepCountSGD\nkwargs: {lr: 0.01}\n")
+    with pytest.raises(AssertionError) as info:
+        CHECKS["state_dict"].run(case, RunCache())
+    message = str(info.value)
+    assert "caused 2 recompiles of the step, the spec allows 1" in message and "len(step.__self__.param_groups[0])" in message
+    assert "torch's doing (dynamo), met by this optimizer: dynamo writes `capturable` into the param groups" in message

@@ -6,9 +6,10 @@ from typing import Any
 
 from ..harness import torch_api
 from ..harness.blame import KnownCause
-from ..harness.compare import listed, snapshot_differences
-from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, guards_a_cast_state_dtype,
-                                 state_holds_str, strings_lost_diagnosis, strings_lost_on_load)
+from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
+from ..harness.diagnosis import (DYNAMO_GROUP_KEY_ON_LOAD, STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load,
+                                 guards_a_cast_state_dtype, guards_a_group_length, state_holds_str, strings_lost_diagnosis,
+                                 strings_lost_on_load)
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
@@ -84,6 +85,8 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                    f"step, the spec allows {allowed} (recompile.load_state_dict):{reasons}")
         if guards_a_cast_state_dtype(reasons):  # hakuli's float32 `prev_norm` over bf16 params, bf16 after the load
             raise KnownCause(message + STATE_CAST_ON_LOAD, STATE_CAST)
+        if guards_a_group_length(reasons) and dynamo_group_keys(reference.final, compiled.final):  # geoopt's RSGD
+            message += DYNAMO_GROUP_KEY_ON_LOAD
         raise AssertionError(message)
     split_off = f", and {len(split)} in the frames its graph breaks split off" if split else ""
     return Verdict(f"round trip both ways equal after {n}+{n} steps; {len(counted)} recompile(s) of the step after load"
