@@ -1315,3 +1315,19 @@ class GroupStepCountSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad, alpha=-group["lr"])
+
+
+class ItemInLoopSGD(PlainSGD):
+    """momo's Momo: a Polyak step size read as a Python number (`t1.item()`) inside its loop over the param
+    groups; dynamo cannot resume after a graph break inside a loop, so it runs the whole frame eagerly."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            norm = torch.zeros(())
+            for p in group["params"]:
+                if p.grad is not None:
+                    norm = norm + (p.grad * p.grad).sum()
+            scale = min(1.0, 1.0 / (float(norm.item()) + 1e-8))
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] * scale)

@@ -24,7 +24,7 @@ def assert_parity(run: CompiledRun) -> Verdict:
     not_compiled = run.not_compiled()
     if not_compiled:
         raise AssertionError(f"{case.id}: not compiled: {not_compiled}, so matching eager proves nothing; graph breaks: "
-                             + (", ".join(run.graph_breaks) or "none"))
+                             + ("; ".join(run.break_lines()) or "none"))
     e, c = run.eager, run.compiled
     if e is None or c is None:
         raise RuntimeError(f"{case.id}: the compiled run ended before its snapshots were taken")

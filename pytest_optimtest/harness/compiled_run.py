@@ -19,6 +19,7 @@ import torch
 
 from ..spec.case import Case
 from ..spec.values import resolve
+from . import torch_api
 from .blame import blame
 from .builder import ClosureCompiles
 from .diagnosis import dropped_writes_in_words, drops_optimizer_attribute_writes
@@ -61,6 +62,7 @@ class CompiledRun:
     perturbation_failure: PerturbationFailure | None = None  # the perturbation phase stopped there
     perturbed: bool = False  # whether the perturbation phase ran (only for a selected recompile check)
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up
+    frames_given_up: Counter = field(default_factory=Counter)  # breaks dynamo ran a whole frame eagerly at
     graph_count: int = 0  # graphs captured before the perturbations, the closure's included
     closure: ClosureCompiles = field(default_factory=ClosureCompiles)  # what the closure's own frames compiled
     compiled_step_seconds: list[float] = field(default_factory=list)
@@ -80,6 +82,12 @@ class CompiledRun:
     def step_graph_count(self) -> int:
         """Graphs of the optimizer's own step: the closure's forward and backward are not the step's."""
         return self.graph_count - self.closure.graphs
+
+    def break_lines(self) -> list[str]:
+        """dynamo's graph breaks in a line each, those it ran a whole frame eagerly at said so."""
+        return [*(torch_api.graph_break_summary(reason) for reason in self.graph_breaks),
+                *("dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after (one inside "
+                  f"a loop): {torch_api.graph_break_summary(reason)}" for reason in self.frames_given_up)]
 
     def not_compiled(self) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
@@ -145,6 +153,6 @@ def _assembled(case: Case, eager: Run, compiled: Run, perturb: bool) -> Compiled
         case, eager.initial, eager=eager.final, compiled=compiled.final, warmup=compiled.compiles[:warm],
         steady=compiled.compiles[warm:], perturbations=compiled.perturbations,
         perturbation_failure=compiled.perturbation_failure, perturbed=perturb,
-        graph_breaks=compiled.graph_breaks, graph_count=compiled.graphs, closure=compiled.closure,
+        graph_breaks=compiled.graph_breaks, frames_given_up=compiled.frames_given_up, graph_count=compiled.graphs, closure=compiled.closure,
         compiled_step_seconds=compiled.step_seconds, eager_step_seconds=eager.step_seconds,
         eager_aliases=eager.aliases, compiled_aliases=compiled.aliases, draws_random="torch" in eager.draws)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import torch_api
 from .blame import blame, one_line
 from .compare import listed, snapshot_differences
 from .compiled_run import CompiledRun, CompiledStepOnlyError
@@ -117,7 +116,7 @@ class Ladder:
             return None
         why = run.not_compiled()
         if why:
-            breaks = "\n    - ".join(torch_api.graph_break_summary(reason) for reason in run.graph_breaks) or "none"
+            breaks = "\n    - ".join(run.break_lines()) or "none"
             return RungFailure("graph_captured", why, error=AssertionError(
                 f"{self.case.id}: not compiled: {why}, so no compiled check of this case can say anything; dynamo's "
                 f"graph breaks:\n    - {breaks}"))

@@ -109,6 +109,7 @@ class Run:
     compiles: list[StepCompiles] = field(default_factory=list)  # per step: the step's own graphs, kernels, recompiles
     warmup_steps: int = 0  # how many of the steps were the warm-up
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up (or the run)
+    frames_given_up: Counter = field(default_factory=Counter)  # a break dynamo could not resume after: frame run eagerly
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
     perturbation_failure: PerturbationFailure | None = None  # the perturbation (or the step after it) that raised
     aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad, after any step
@@ -200,6 +201,7 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
         result.snapshots.append(snapshot(optimizer, names))
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
     result.graph_breaks = result.graph_breaks or torch_api.graph_break_counts()
+    result.frames_given_up = result.frames_given_up or torch_api.frames_given_up()
     result.aliases |= storage_aliases(optimizer, model)
     if regime.compiled and torch.device(case.device).type == "cuda":
         result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)
@@ -267,6 +269,7 @@ class _Stepping:
         if regime.settle or regime.warmup:
             result.warmup_steps = result.steps
             result.graph_breaks = torch_api.graph_break_counts()
+            result.frames_given_up = torch_api.frames_given_up()
             planned = max(planned, self.case.steps - result.warmup_steps)
         for _ in range(planned):
             self.one(scheduler_from)

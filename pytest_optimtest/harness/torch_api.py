@@ -143,6 +143,15 @@ def graph_break_counts() -> Counter:
     return Counter(torch._dynamo.utils.counters["graph_break"])
 
 
+def frames_given_up() -> Counter:
+    """dynamo's reasons for the graph breaks it could not resume after since the last reset (momo's `.item()` in a
+    loop: "Failed to handle graph break gracefully. Skipping the function and falling back to eager"), each of
+    which ran a whole frame eagerly; counted apart from the graph breaks it resumed after."""
+    import torch._dynamo.utils
+
+    return Counter(torch._dynamo.utils.counters["unimplemented"])
+
+
 def graph_break_summary(reason: str) -> str:
     """The first line of a dynamo graph-break reason and its hint; without a hint, the start of its
     debug context, which names the call ("Unhandled args for method" alone does not say which)."""
