@@ -105,12 +105,13 @@ class GroupCountingSGD(PlainSGD):
 
 
 class GroupCountingNormReadingSGD(GroupCountingSGD):
-    """GroupCountingSGD that also reads each grad's norm as a Python number to skip a step on a blown-up
-    grad (thermoclaw's EPTO): a partial DTensor's value under FSDP2, which changes nothing below the bound."""
+    """GroupCountingSGD that also keeps the grads' norm, read as a Python number, in its groups (thermoclaw's
+    EPTO's `_last_grad_norm`): a partial DTensor's value under FSDP2, each rank's own."""
 
     def _update(self) -> None:
-        if all(float(p.grad.norm().item()) < 1e6 for group in self.param_groups for p in group["params"]):
-            super()._update()
+        for group in self.param_groups:
+            group["last_norm"] = sum(float(p.grad.norm().item()) for p in group["params"])
+        super()._update()
 
 
 class ConstructorSeedMomentumSGD(MomentumSGD):

@@ -226,7 +226,8 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         # state saved as each rank's plain tensor loads nowhere else: fsdp's red, the same cause
         raise _red(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after {steps} "
                    "steps does not resume like the run that never stopped:" + listed(problems) + why, run.eager,
-                   partial_reads_matter=sharded_apart) from cause
+                   partial_reads_matter=sharded_apart,
+                   partial_reads_cause=not problems[0].startswith("saving changed")) from cause
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
     return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
@@ -239,11 +240,12 @@ SHARD_SHAPED_STATE = "its state is plain tensors of the ranks' shards"  # one re
 PARTIAL_READS = "its step reads numbers off partial DTensors"  # one red: fsdp's and checkpoint's
 
 
-def _red(message: str, told: Trained | None, partial_reads_matter: bool = True) -> AssertionError:
+def _red(message: str, told: Trained | None, partial_reads_matter: bool = True,
+         partial_reads_cause: bool = True) -> AssertionError:
     """The red of `message`, with what `told` (the eager sharded run) says of why: numbers its step read off
     partial DTensors, where the sharded run differs from one process (`partial_reads_matter`: else the reads
-    changed nothing, as thermoclaw's EPTO's bound on a norm, and the red has another cause); state kept as
-    plain shard tensors, one root cause with the other regime's."""
+    changed nothing), the red's root cause unless another is (`partial_reads_cause`: a save that stepped the
+    optimizer, thermoclaw's EPTO); state kept as plain shard tensors, one root cause with the other regime's."""
     if told is None:
         return AssertionError(message)
     partial_reads = told.partial_reads if partial_reads_matter else []
@@ -251,7 +253,7 @@ def _red(message: str, told: Trained | None, partial_reads_matter: bool = True) 
         message += _partial_reads(told)
     if told.shard_shaped:
         return KnownCause(message + _shard_shaped(told), SHARD_SHAPED_STATE)
-    if partial_reads:  # numbers read off partial DTensors differ by rank: fsdp's red and the load's
+    if partial_reads and partial_reads_cause:  # numbers read off partial DTensors differ by rank: fsdp's red and the load's
         return KnownCause(message, PARTIAL_READS)
     return AssertionError(message)
 

@@ -85,9 +85,10 @@ class CompiledRun:
 
     def break_lines(self) -> list[str]:
         """dynamo's graph breaks in a line each, those it ran a whole frame eagerly at said so."""
-        return [*(torch_api.graph_break_summary(reason) for reason in self.graph_breaks),
-                *("dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after (one inside "
-                  f"a loop): {torch_api.graph_break_summary(reason)}" for reason in self.frames_given_up)]
+        lines = [*(torch_api.graph_break_summary(reason) for reason in self.graph_breaks),
+                 *("dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after (one inside "
+                   f"a loop): {torch_api.graph_break_summary(reason)}" for reason in self.frames_given_up)]
+        return list(dict.fromkeys(lines))  # reasons that differ past their first line read the same here
 
     def not_compiled(self) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
