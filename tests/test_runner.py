@@ -256,29 +256,3 @@ def test_a_run_resumed_from_a_checkpoint_steps_on_the_grads_the_run_had_where_it
     resumed = run(case, Regime(steps=2, resume=whole.checkpoint))
     assert snapshot_differences(whole.final, resumed.final, case.tolerance) == []
 
-
-def test_the_laws_closure_loss_is_positive_where_the_step_starts_and_has_the_set_grads_as_slope():
-    """momo's Momo and MomoAdam (a Polyak step size: the loss over |g|^2, none where it is not positive)
-    moved nothing in the laws' regime, whose closure returned the linear loss g.p: negative at p = -g."""
-    from pytest_optimtest.harness.builder import step_on_grads
-
-    class Reading(torch.optim.Optimizer):
-        def __init__(self, params):
-            super().__init__(params, {"lr": 0.5})
-            self.losses: list[float] = []
-
-        @torch.no_grad()
-        def step(self, closure):
-            self.losses.append(float(closure()))
-            for p in self.param_groups[0]["params"]:
-                if p.grad is not None:
-                    p.sub_(p.grad, alpha=0.5)
-            self.losses.append(float(closure()))
-
-    grad = torch.tensor([1.0, -2.0, 2.0])
-    param, idle = torch.nn.Parameter(-grad.clone()), torch.nn.Parameter(torch.ones(2))
-    param.grad = grad.clone()
-    optimizer = Reading([param, idle])
-    step_on_grads(optimizer, [param, idle], with_closure=True)
-    assert optimizer.losses == [4.5, 4.5 - 0.5 * 9.0], optimizer.losses  # |g|^2/2 at the start; then g.dp = -lr |g|^2
-    assert idle.grad is None and torch.equal(param.grad, grad)

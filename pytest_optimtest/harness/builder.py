@@ -159,30 +159,20 @@ def step_on_grads(optimizer: Any, params: Iterable[torch.Tensor], with_closure: 
     """`optimizer.step()` on the grads `params` hold now; `with_closure`: given a closure that sets those
     same grads again and returns the linear loss they are the gradient of, so that what steps preset
     grads applies to a step that must have a closure too. Not applicable under a `backward` other than
-    plain: preset grads have no graph for the step to differentiate.
-
-    The loss is g.(p - p0) + |g|^2/2 from the params p0 where the step starts: positive there, as the
-    loss a Polyak step size (momo's, SPS's: the loss over |g|^2, none where it is not positive) must be;
-    a step that compares losses (a line search) sees the differences the plain linear loss has."""
+    plain: preset grads have no graph for the step to differentiate."""
     require_graph_free_grads(backward)
     if not with_closure:
         optimizer.step()
         return
-    params = list(params)
-    held = [(p, p.detach().clone(), p.grad.detach().clone()) for p in params if p.grad is not None]
-    gone = [p for p in params if p.grad is None]
-    device = held[0][0].device if held else "cpu"
+    held = [(p, None if p.grad is None else p.grad.detach().clone()) for p in params]
 
     def closure(*args: Any, **named: Any) -> torch.Tensor:
         if backward_flag(args, named):
-            for p, _, grad in held:
-                p.grad = grad.clone()
-            for p in gone:
-                p.grad = None
+            for p, grad in held:
+                p.grad = None if grad is None else grad.clone()
         with torch.no_grad():
-            terms = [(g.conj() * (p - start)).real.sum().float() + g.abs().pow(2).sum().float() / 2
-                     for p, start, g in held]
-            return torch.stack(terms).sum() if terms else torch.zeros((), device=device)
+            terms = [(g.conj() * p).real.sum().float() if p.is_complex() else (g * p).sum().float() for p, g in held if g is not None]
+            return torch.stack(terms).sum() if terms else torch.zeros((), device=held[0][0].device if held else "cpu")
 
     optimizer.step(closure)
 
