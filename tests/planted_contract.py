@@ -223,3 +223,22 @@ class GlobalNormFirstGroupSGD(GlobalNormSGD):
 
     def _decay(self, group):
         return self.param_groups[0]["weight_decay"]
+
+
+class StallingSGD(torch.optim.Optimizer):
+    """SGD scaled by `decay` that stops moving after seven steps: as momo's Polyak step size does wherever
+    the loss it is given is not positive. A value assigned after step 7 can change nothing visible."""
+
+    def __init__(self, params, lr=0.01, decay=0.5):
+        super().__init__(params, {"lr": lr, "decay": decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state["t"] = state.get("t", 0) + 1
+                if state["t"] <= 7:
+                    p.add_(p.grad, alpha=-group["lr"] * group["decay"])

@@ -49,7 +49,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> str:
     for name in BREAKS:
         (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_contract:{name}\nkwargs: {{lr: 0.01}}\n"
                                                              + CHECKS)
-    for name in ("InitialValueSGD", "GlobalNormSGD", "GlobalNormFirstGroupSGD"):
+    for name in ("InitialValueSGD", "GlobalNormSGD", "GlobalNormFirstGroupSGD", "StallingSGD"):
         (root / "specs" / f"{name.lower()}.yaml").write_text(f"optimizer: planted_contract:{name}\nkwargs: {{lr: 0.01}}\n"
                                                              "checks: [law_group_hyperparameters, law_changed_hyperparameters]\n")
     (root / "specs" / "correctsgd.yaml").write_text("optimizer: planted_contract:CorrectSGD\nkwargs: {lr: 0.01}\n" + CHECKS)
@@ -135,6 +135,14 @@ def test_items_blocked_by_another_laws_red_are_counted_as_blocked(session):
 def test_a_value_read_when_state_is_made_is_taken_by_state_made_after_it(session):
     assert item_outcome(session, "initialvaluesgd", "law_changed_hyperparameters") == "PASSED"
     assert "initial: of state made after it, an initial value" in session
+
+
+def test_a_hyperparameter_changed_where_the_steps_after_move_nothing_is_vacuous_not_ignored(session):
+    """momo's MomoAdam: its Polyak step moved nothing after step 7, and the law said eps, assigned then, was
+    ignored ("ran bit for bit as with 1e-08")."""
+    assert item_outcome(session, "stallingsgd", "law_changed_hyperparameters") == "SKIPPED"
+    assert "stallingsgd-default-cpu: vacuous: steps 8-14 moved no param with the case's values, so whether decay " \
+           "assigned after step 7 take effect cannot be seen" in session
 
 
 def test_coupled_groups_are_held_to_their_own_values_against_equal_groups(session):
