@@ -1269,26 +1269,20 @@ class FusedBackwardSGD(torch.optim.Optimizer):
                     p.add_(p.grad, alpha=-lr)
 
 
-class AssertedClosureSGD(torch.optim.Optimizer):
+class AssertedClosureSGD(PlainSGD):
     """momo's Momo: `step(closure=None, loss=None)` asserts one of them was given (a Polyak step reads the
-    loss's value); momentum buffers in the params' dtype."""
-
-    def __init__(self, params, lr=0.1):
-        super().__init__(params, {"lr": lr})
+    loss's value); an average of the grads in the params' dtype as its state."""
 
     def step(self, closure=None, loss=None):
         assert (closure is not None) or (loss is not None), "Either loss tensor or closure must be passed."
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        with torch.no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
-                        buf.mul_(0.9).add_(p.grad)
-                        p.add_(buf, alpha=-group["lr"])
-        return loss
+        return super().step(closure) if closure is not None else (self._update() or loss)
+
+    @torch.no_grad()
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in (p for p in group["params"] if p.grad is not None):
+                average = self.state[p].setdefault("grad_average", torch.zeros_like(p)).lerp_(p.grad, 0.1)
+                p.sub_(average, alpha=group["lr"])
 
 
 class RankedGossipSGD(torch.optim.Optimizer):
