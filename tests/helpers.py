@@ -11,7 +11,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
 from pytest_optimtest.spec import Case
 
@@ -29,6 +32,18 @@ def cases_from(tmp_path: Path, text: str, version: str | None = None) -> list[Ca
 def one_case(tmp_path: Path, text: str) -> Case:
     (case,) = cases_from(tmp_path, text)
     return case
+
+
+def run_check(check: str, case: Case, runs: RunCache | None = None) -> Any:
+    """What check `check` says of `case` (its verdict), over `runs` or runs of its own."""
+    return CHECKS[check].run(case, runs or RunCache())
+
+
+def failure_of(check: str, case: Case, runs: RunCache | None = None) -> str:
+    """The red check `check` gives `case`; the test fails where the check does not fail."""
+    with pytest.raises(AssertionError) as info:
+        run_check(check, case, runs)
+    return str(info.value)
 
 
 def run_verbose(root: Path, *args: str) -> str:

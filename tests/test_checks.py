@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import one_case
+from helpers import failure_of, one_case
 
 from pytest_optimtest.checks import CHECKS, NotApplicable, Vacuous
 from pytest_optimtest.harness.run_cache import RunCache
@@ -138,9 +138,7 @@ def test_an_object_in_a_group_is_compared_as_it_was_when_snapshotted_and_numpy_a
 def test_a_state_dict_round_trip_that_loses_an_object_holding_params_says_it_is_the_optimizers_doing(tmp_path):
     # RMSGD: load_state_dict deep-copies the saved groups, so the loaded metrics hold copies of the other run's params
     case = one_case(tmp_path, "optimizer: planted_unseen:MetricsInGroupSGD\nkwargs: {lr: 0.1}\n")
-    with pytest.raises(AssertionError) as info:
-        CHECKS["state_dict"].run(case, RunCache())
-    message = str(info.value)
+    message = failure_of("state_dict", case)
     assert "param_groups[0]['metrics']['<_Metrics>']['params'][0]: loaded tensor(" in message, message
     assert "diagnosis: the optimizer's param groups refer to its params (param_groups[0]['metrics']), and " \
            "load_state_dict deep-copies" in message and "the optimizer's doing" in message
@@ -148,9 +146,7 @@ def test_a_state_dict_round_trip_that_loses_an_object_holding_params_says_it_is_
 
 def test_a_state_dict_round_trip_that_loses_an_attribute_says_it_is_not_saved(tmp_path):
     case = one_case(tmp_path, "optimizer: planted_unseen:UnsavedCounterSGD\nkwargs: {lr: 0.1}\n")
-    with pytest.raises(AssertionError) as info:
-        CHECKS["state_dict"].run(case, RunCache())
-    message = str(info.value)
+    message = failure_of("state_dict", case)
     assert "eager after loading compiled's state_dict: optimizer attribute['global_step']: loaded 2 != reference 4" in message
     assert "diagnosis: an attribute of the optimizer's own is not in its state_dict" in message, message
 
@@ -158,9 +154,7 @@ def test_a_state_dict_round_trip_that_loses_an_attribute_says_it_is_not_saved(tm
 def test_a_state_dict_round_trip_that_casts_float32_state_to_bf16_names_torchs_load_cast(tmp_path):
     # atiny keeps float32 state over bf16 params; torch's load_state_dict casts it to the param's dtype
     case = one_case(tmp_path, "optimizer: planted:UpcastMomentumSGD\nkwargs: {lr: 0.1}\ndtypes: [bfloat16]\n")
-    with pytest.raises(AssertionError) as info:
-        CHECKS["state_dict"].run(case, RunCache())
-    message = str(info.value)
+    message = failure_of("state_dict", case)
     assert "['momentum_buffer']: dtype torch.bfloat16 != reference torch.float32" in message, message
     assert "diagnosis: torch's Optimizer.load_state_dict casts every state tensor but 'step' (integer ones too) to its param's " \
            "dtype" in message

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import torch
-from helpers import cases_from, one_case, run_planted_spec
+from helpers import cases_from, failure_of, one_case, run_check, run_planted_spec
 from planted_unseen import GradAttributeSGD
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
@@ -18,16 +18,6 @@ from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.snapshot import snapshot
 from pytest_optimtest.spec import SpecError
 from pytest_optimtest.spec.schema import DEFAULT_TOLERANCES, Tolerance
-
-
-def run(check, case, runs=None):
-    return CHECKS[check].run(case, runs or RunCache())
-
-
-def failure(check, case, runs=None) -> str:
-    with pytest.raises(AssertionError) as info:
-        run(check, case, runs)
-    return str(info.value)
 
 
 # The dtype axis
@@ -103,21 +93,21 @@ def _spec(optimizer: str, extra: str = "", dtypes: str = "[bfloat16]") -> str:
 def test_a_step_whose_compiled_form_rejects_bf16_fails_parity_at_bf16_only(tmp_path):
     fp32, bf16 = cases_from(tmp_path, _spec("planted_production:CompiledUpcastSGD", "checks: [parity]\n",
                                             "[float32, bfloat16]"))
-    assert "equal" in run("parity", fp32)
+    assert "equal" in run_check("parity", fp32)
     with pytest.raises(CompiledStepOnlyError) as info:
-        run("parity", bf16)
+        run_check("parity", bf16)
     assert "only the compiled step raised" in str(info.value) and "expected dtype torch.bfloat16" in str(info.value)
 
 
 def test_state_dtype_contract(tmp_path):
     case = one_case(tmp_path, _spec("planted_production:MomentumSGD", "state_dtype: param\nchecks: [state_dtype]\n"))
-    assert "state tensors in the params' bfloat16" in run("state_dtype", case)
+    assert "state tensors in the params' bfloat16" in run_check("state_dtype", case)
     case = one_case(tmp_path, _spec("planted_production:MomentumSGD", "state_dtype: float32\nchecks: [state_dtype]\n"))
-    message = failure("state_dtype", case)
+    message = failure_of("state_dtype", case)
     assert "state['momentum_buffer'] of '0.weight' is torch.bfloat16, not torch.float32" in message
     assert "training stalls" in message
     case = one_case(tmp_path, _spec("planted:UpcastMomentumSGD", "state_dtype: param\nchecks: [state_dtype]\n"))
-    assert "upcast" in failure("state_dtype", case)
+    assert "upcast" in failure_of("state_dtype", case)
 
 
 def test_state_dtype_makes_no_item_where_it_cannot_tell_the_contracts_apart(tmp_path):
@@ -131,7 +121,7 @@ def test_torch_optim_adam_passes_every_check_at_bf16(tmp_path):
     case = one_case(tmp_path, _spec("torch.optim.Adam", "state_dtype: param\nchecks: [parity, state_dtype, in_backward]\n"))
     runs = RunCache()
     for check in case.checks:
-        assert run(check, case, runs)
+        assert run_check(check, case, runs)
 
 
 # FSDP2 and resharded checkpoints (2 gloo ranks)
@@ -144,23 +134,23 @@ def test_adam_with_a_tensor_lr_resumes_at_one_process_and_at_two_ranks(tmp_path)
     case = one_case(tmp_path, "optimizer: torch.optim.Adam\nkwargs: {lr: {tensor: 0.01}}\n"
                               "fsdp: {load_world_sizes: [1, 2], recompiles: 0}\nchecks: [fsdp, checkpoint]\n")
     runs = RunCache()
-    said = run("fsdp", case, runs)
+    said = run_check("fsdp", case, runs)
     assert "eager and compiled over DTensor params on 2 ranks" in said and "0 recompiles" in said
-    assert "loaded at world size 1, 2" in run("checkpoint", case, runs)
+    assert "loaded at world size 1, 2" in run_check("checkpoint", case, runs)
     assert runs.cases_run == 1  # one sharded run feeds both checks
     runs.close()
 
 
 def test_a_global_norm_summed_per_shard_passes_whole_and_fails_sharded(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:LocalNormSGD", checks="[parity, fsdp]"))
-    assert "equal" in run("parity", case)
-    message = failure("fsdp", case)
+    assert "equal" in run_check("parity", case)
+    message = failure_of("fsdp", case)
     assert "eager sharded: param['0.weight']" in message and "2 gloo ranks" in message
 
 
 def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp]"))
-    message = failure("fsdp", case)
+    message = failure_of("fsdp", case)
     assert ".numpy() is not supported for tensor subclasses" in message
     assert "planted_production.py" in message and "(optimizer's doing)" in message
 
@@ -168,16 +158,16 @@ def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tm
 def test_a_sharded_step_that_raises_is_fsdps_one_red_and_blocks_checkpoint(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp, checkpoint]"))
     runs = RunCache()
-    assert ".numpy() is not supported for tensor subclasses" in failure("fsdp", case, runs)
+    assert ".numpy() is not supported for tensor subclasses" in failure_of("fsdp", case, runs)
     with pytest.raises(NotApplicable, match=r"blocked by fsdp: the eager step over FSDP2-sharded \(DTensor\) params raised"):
-        run("checkpoint", case, runs)
+        run_check("checkpoint", case, runs)
 
 
 def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:LateStateSGD", "{compiled: false}"))
     runs = RunCache()
-    assert "equal one process" in run("fsdp", case, runs)
-    message = failure("checkpoint", case, runs)
+    assert "equal one process" in run_check("fsdp", case, runs)
+    message = failure_of("checkpoint", case, runs)
     assert "state['0.weight']['previous']: missing in loaded at one process" in message
     assert "Create every state key on the first step" in message
 
@@ -185,8 +175,8 @@ def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_pa
 def test_a_save_that_steps_a_stateless_optimizer_is_dcps_doing_and_one_red(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:GroupCountingSGD", "{compiled: false}"))
     runs = RunCache()
-    assert "equal one process" in run("fsdp", case, runs)
-    message = failure("checkpoint", case, runs)
+    assert "equal one process" in run_check("fsdp", case, runs)
+    message = failure_of("checkpoint", case, runs)
     assert "saving changed the optimizer it saved: param_groups[0]['step']: right after saving 4 != before saving 3" in message
     assert "torch's doing (DCP), met by this optimizer" in message and "_init_optim_state" in message
     assert "right after loading" not in message and "resumed at" not in message  # loads as saved, resumes as never stopped
@@ -200,9 +190,9 @@ def test_a_save_that_steps_a_stateless_optimizer_reading_partial_norms_is_still_
 
     case = one_case(tmp_path, _fsdp("planted_production:GroupCountingNormReadingSGD", "{compiled: false}"))
     runs = RunCache()
-    assert "param_groups[0]['last_norm']" in failure("fsdp", case, runs)  # each rank's own partial norm
+    assert "param_groups[0]['last_norm']" in failure_of("fsdp", case, runs)  # each rank's own partial norm
     with pytest.raises(AssertionError) as info:
-        run("checkpoint", case, runs)
+        run_check("checkpoint", case, runs)
     assert "saving changed the optimizer it saved: param_groups[0]['step']" in str(info.value)
     assert "torch's doing (DCP), met by this optimizer" in str(info.value)
     assert not (isinstance(info.value, KnownCause) and info.value.mechanism == PARTIAL_READS), str(info.value)
@@ -222,7 +212,7 @@ def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
 
 def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:ConstructorSeedMomentumSGD", "{compiled: false}"))
-    message = failure("checkpoint", case)
+    message = failure_of("checkpoint", case)
     assert "state['0.weight']['momentum_buffer']: missing in loaded at one process" in message
     assert "the optimizer's doing: it holds state before its first step (0.weight: seed" in message
     assert "Create every state key on the first step" not in message
@@ -232,7 +222,7 @@ def test_state_kept_as_a_state_tensors_grad_is_named_where_a_dcp_resume_differs(
     """adancfgd's AdaFGD keeps the last grad as `state['param_prev'].grad`: DCP saves values, not attributes, so
     the resumed run steps with the grad its load-time init step left (zeros), a red that said no why."""
     case = one_case(tmp_path, _fsdp("planted_unseen:GradAttributeSGD", "{compiled: false}"))
-    message = failure("checkpoint", case)
+    message = failure_of("checkpoint", case)
     assert "resumed at one process (whole params), 3 steps on: param['0.weight']" in message, message
     assert "diagnosis: the optimizer keeps state as attributes of its state tensors (state['prev'].grad of 0.weight, " \
            "state['prev'].grad of 0.bias, state['prev'].grad of 1.weight, ...), and torch.distributed.checkpoint saves " \
@@ -259,7 +249,7 @@ def test_tensor_attributes_names_a_state_tensors_grad_and_python_attributes_only
 def test_a_crashed_or_hung_rank_fails_the_fsdp_item_and_leaves_no_process(tmp_path, optimizer, timeout_s, says):
     case = one_case(tmp_path, _fsdp(f"planted:{optimizer}", checks="[fsdp]") + f"distributed: {{timeout_s: {timeout_s}}}\n")
     with pytest.raises(RankFailure, match=says) as info:
-        run("fsdp", case)
+        run_check("fsdp", case)
     for pid in info.value.pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -271,18 +261,18 @@ def test_gradients_fsdp2_summed_are_torchs_one_red_not_the_optimizers(tmp_path):
     case = one_case(tmp_path, _fsdp("torch.optim.Adam", "{compiled: false}", "[fsdp, checkpoint]")
                     + "model: planted_production:summed_grads\n")
     runs = RunCache()
-    message = failure("fsdp", case, runs)
+    message = failure_of("fsdp", case, runs)
     assert "FSDP2 gave the optimizer other gradients on 2 gloo ranks than one process gives it, before the optimizer's " \
            "first step (they are 2x the one-process grads, the world size: the ranks' gradients were summed" in message
     assert "'s doing (FSDP2's gradient reduction)" in message and "grad['0.weight']" in message
     with pytest.raises(NotApplicable, match="blocked by fsdp: FSDP2 gave the optimizer other gradients"):
-        run("checkpoint", case, runs)
+        run_check("checkpoint", case, runs)
 
 
 def test_a_model_fully_shard_refuses_is_not_the_optimizers_failure(tmp_path):
     case = one_case(tmp_path, _fsdp("torch.optim.SGD", checks="[fsdp]") + "model: planted_production:scalar_scale\n")
     with pytest.raises(NotApplicable, match="fully_shard refuses the spec's model planted_production:scalar_scale"):
-        run("fsdp", case)
+        run_check("fsdp", case)
 
 
 def test_fsdp_runs_the_first_case_unless_named(tmp_path):
@@ -300,8 +290,8 @@ def test_init_raises_its_bf16_lr_until_the_laws_params_move_too(tmp_path):
     _, text = starter_spec("torch.optim:Adam")
     case = next(c for c in cases_from(tmp_path, text) if c.dtype == "bfloat16" and "law_equivalent" in c.checks)
     assert case.kwargs["lr"] > 1e-3
-    assert "agree step by step" in run("law_equivalent", case)
-    run("law_param_groups", case)
+    assert "agree step by step" in run_check("law_equivalent", case)
+    run_check("law_param_groups", case)
 
 
 class QuantizedState(torch.Tensor):
