@@ -214,7 +214,8 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
                       "differs from the one that never stopped for that reason")
     if problems:
         dropped = any("missing in loaded" in p for p in problems)
-        why = (SAVE_STEPS if problems[0].startswith("saving changed") else
+        save_stepped = problems[0].startswith("saving changed")  # DCP's save stepped it: the red's cause
+        why = (SAVE_STEPS if save_stepped else
                _constructor_state(held) if dropped and held else DROPPED_KEYS if dropped else "")
         why += tensor_attributes_diagnosis(run.reference.tensor_attributes, "torch.distributed.checkpoint")
         why += params_in_groups_diagnosis(run.reference.groups, "torch.distributed.checkpoint saves param groups as "
@@ -226,8 +227,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         # state saved as each rank's plain tensor loads nowhere else: fsdp's red, the same cause
         raise _red(f"{case.id}: optimizer state saved with torch.distributed.checkpoint on {ws} ranks after {steps} "
                    "steps does not resume like the run that never stopped:" + listed(problems) + why, run.eager,
-                   partial_reads_matter=sharded_apart,
-                   partial_reads_cause=not problems[0].startswith("saving changed")) from cause
+                   partial_reads_matter=sharded_apart, partial_reads_cause=not save_stepped) from cause
     sizes = ", ".join(map(str, case.sections["fsdp"].load_world_sizes))
     entries = sum(len(s) for s in run.eager.state.values())
     return Verdict(f"saved on {ws} ranks after {steps} steps ({entries} state entries), loaded at world size {sizes}: "
