@@ -821,12 +821,16 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
     taken = _step_arguments(cls)
     if taken is not None:
         return f"its step requires arguments torch.optim's do not ({taken}): {step_problem}", _step_arguments_reason(taken)
-    wanted = _object_protocol(cls, form, kwargs)
+    wanted = _argument_protocol(cls, form, kwargs)
     if wanted is not None:
         argument, problem = wanted
-        return (f"its step takes an object as `{argument}`, not a closure: given one it raised {problem}",
-                f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where torch.optim's "
-                "steps take a closure function, as the plugin's runs give: not supported")
+        if "'function' object has no attribute" in problem:
+            return (f"its step takes an object as `{argument}`, not a closure: given one it raised {problem}",
+                    f"its step takes an object of its own protocol as `{argument}` (it calls methods of it), where "
+                    "torch.optim's steps take a closure function, as the plugin's runs give: not supported")
+        return (f"its step takes a value as `{argument}`, not a closure: given one it raised {problem}",
+                f"its step takes a value of its own as `{argument}` (step({argument}, ...): it computes with it), where "
+                "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
     return None
 
 
@@ -928,11 +932,12 @@ def _raised_on_purpose(problem: str, asserted: bool = False) -> bool:
     return _raising_line(problem).strip().startswith(("raise ", "assert ") if asserted else "raise ")
 
 
-def _object_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:
-    """(the step's argument, what it raised) where the step wants an object with methods in place of a
-    closure (torch_numopt's step(objective) calls objective.closure()); None otherwise."""
+def _argument_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:
+    """(the step's first argument, what it raised) where the step, given a closure there, used it as
+    something a function is not: an object with methods (torch_numopt's step(objective) calls
+    objective.closure()) or a value (SpawnGD's step(epoch, closure=None) computes epoch % 2); None otherwise."""
     problem = _stepped_with(cls, form, kwargs, two_linear, 1, torch.float32, closure=True)[1]
-    if problem is None or "'function' object has no attribute" not in problem:
+    if problem is None or not problem.startswith(("TypeError", "AttributeError")) or "'function'" not in problem:
         return None
     parameters = step_parameters(cls) or []
     return (parameters[0].name if parameters else "closure"), problem

@@ -479,6 +479,16 @@ class ObjectiveSGD(PlainSGD):
         self._update()
 
 
+class EpochStepSGD(PlainSGD):
+    """SpawnGD's protocol: step(epoch, closure=None) takes the epoch first and steps by its parity."""
+
+    def step(self, epoch, closure=None):
+        scale = 1.0 if epoch % 2 == 0 else 0.5
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(group["lr"] * scale * p.grad)
+
+
 class UnboundStepSGD(PlainSGD):
     """Its step reads a name it binds only under a flag it never sets (NixOptimizer's UnboundLocalError)."""
 

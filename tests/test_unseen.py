@@ -25,6 +25,8 @@ SPECS = {
     "inf": "optimizer: planted_unseen:InfAttributeSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "keyed": "optimizer: planted_unseen:ParamKeyedGroupSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "noclosure": "optimizer: planted_unseen:NoClosureSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [false, true]\n",
+    "epochstep": "optimizer: planted_unseen:EpochStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity, law_descent]\n"
+                 "closure: [false, true]\nlaws: {descent: true}\n",
     "matrix": "optimizer: planted_unseen:MatrixOnlySGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "keyerror": "optimizer: planted_unseen:KeyErrorSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "compiledonly": "optimizer: planted_unseen:CompiledOnlyRaise\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
@@ -199,6 +201,19 @@ def test_a_step_without_a_closure_parameter_is_not_applicable_to_closure_cases(s
     assert _outcome(out, "specs/noclosure.yaml::noclosuresgd-default-cpu::parity") == "PASSED"
     assert _outcome(out, "specs/noclosure.yaml::noclosuresgd-default-closure-cpu::parity") == "SKIPPED"
     assert re.search(r"NoClosureSGD\.step\(self\) takes no closure \(.*planted_unseen\.py:\d+\)", out)
+
+
+def test_a_step_that_takes_a_value_where_the_closure_goes_is_not_applicable_not_red(session):
+    """SpawnGD's step(epoch, closure=None): its required first argument read as a closure, so the closure
+    case was red "the optimizer's code raised TypeError ... 'function' and 'int'", the optimizer's doing,
+    and the plain case said to give the spec a closure."""
+    out, _ = session
+    for item in ("default-cpu::parity", "default-cpu::law_descent", "default-closure-cpu::parity"):
+        assert _outcome(out, f"specs/epochstep.yaml::epochstepsgd-{item}") == "SKIPPED", item
+    assert "its step takes a value of its own as `epoch`, its first argument, where the plugin's closure runs put " \
+           "their closure (given one, it raised TypeError: unsupported operand type(s) for %: 'function' and 'int')" in out
+    assert "EpochStepSGD.step requires a closure, and this run steps without one, if its required `epoch` is one: " \
+           "give the spec `closure: [true]`" in out
 
 
 def test_the_optimizers_own_assert_and_exceptions_point_at_its_file_and_line(session):

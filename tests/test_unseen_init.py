@@ -226,6 +226,22 @@ def test_a_step_that_takes_an_object_in_place_of_a_closure_is_skipped_saying_so_
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
 
 
+def test_a_step_that_takes_a_value_before_its_closure_is_skipped_saying_so_not_red(pytester):
+    """SpawnGD's step(epoch, closure=None): its first argument looked like a required closure, so every run
+    gave it one and each case was red at `epoch % 2`, "the optimizer's own error", and init's comment said
+    to fill in kwargs or params. The epoch is a value of its training loop's that no plugin run has."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:EpochStepSGD", "-o", "s.yaml").ret == 0
+    text = (pytester.path / "s.yaml").read_text()
+    assert "skip:  # its step takes a value as `epoch`, not a closure: given one it raised TypeError: unsupported " \
+           "operand type(s) for %: 'function' and 'int'" in text, text
+    assert "its step takes a value of its own as `epoch` (step(epoch, ...)" in text and "fill in the kwargs" not in text, text
+    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
+
+
 def test_init_finds_the_rng_use_of_a_step_that_requires_a_closure(tmp_path):
     """torch_pso's steps draw and need a closure: init's RNG probe stepped without one, saw the step raise,
     and wrote no `fallback_random` (each case's parity then red, saying to set it)."""

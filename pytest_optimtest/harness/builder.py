@@ -131,6 +131,16 @@ def requires_closure(optimizer_cls: type) -> bool:
     return first.default is inspect.Parameter.empty and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
 
 
+def closure_taken_as_value(optimizer_cls: type, error: BaseException) -> str | None:
+    """The step's first argument, where given a closure there the step used it as a value or an object
+    (SpawnGD's step(epoch, closure=None) computes epoch % 2): a step protocol of its own, not a bug;
+    None where that argument is the closure, or the error says nothing of a function."""
+    parameters = step_parameters(optimizer_cls)
+    if not parameters or parameters[0].name == "closure" or not isinstance(error, (TypeError, AttributeError)):
+        return None
+    return parameters[0].name if "'function'" in str(error) else None
+
+
 def step_grad_mode(case: Any) -> contextlib.AbstractContextManager:
     """The grad mode a step runs under: no_grad, as PyTorch's compiled-optimizer tests step (and as
     torch.optim's step sets for itself: its compiled raw step goes without that wrapper); grad enabled

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .blame import blame, one_line
+from .builder import closure_taken_as_value
 from .compare import listed, snapshot_differences
 from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
@@ -21,6 +22,7 @@ from .run_phases import SETTLE_STEPS, STEADY_STEPS
 from .runner import Regime, run
 from .vacuity import Diverged, NotApplicable, require_moved
 from ..spec.schema import LOW_PRECISION
+from ..spec.values import resolve
 
 if TYPE_CHECKING:  # annotations only
     from .run_cache import RunCache
@@ -189,10 +191,20 @@ def probe_eager(case: Any) -> EagerProbe:
         if failure is not None and failure.phase == "constructs":
             return EagerProbe(_failure("constructs", failure.error), 0)
         if failure is not None:
+            argument = closure_taken_as_value(resolve(case.optimizer), failure.error) if case.closure else None
+            if argument is not None:
+                return EagerProbe(RungFailure("eager_steps", _not_a_closure(case, argument, failure.error),
+                                              not_applicable=True), 0)
             return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
         if probe.moved:
             return EagerProbe(None, steps, probe.draws, probe.swapped)
     return EagerProbe(_unmoved(case, steps), steps, probe.draws, probe.swapped)
+
+
+def _not_a_closure(case: Any, argument: str, error: BaseException) -> str:
+    return (f"{case.id}: its step takes a value of its own as `{argument}`, its first argument, where the plugin's "
+            f"closure runs put their closure (given one, it raised {one_line(error)}): a step protocol of its own, not "
+            "torch.optim's step(closure); not supported (init writes such a spec's skip)")
 
 
 def _unmoved(case: Any, steps: int) -> RungFailure:

@@ -26,7 +26,7 @@ import torch
 
 from . import torch_api
 from .builder import (ClosureCompiles, build_model, compile_step, law_closure, make_closure, make_optimizer, make_scheduler, model_with_grads,
-                      require_closure_parameter, requires_closure, step_grad_mode, step_scheduler)
+                      require_closure_parameter, requires_closure, step_grad_mode, step_parameters, step_scheduler)
 from .containment import PROGRESS
 from ..spec.values import resolve
 from .devices import package_generator_states, seed_all
@@ -389,6 +389,9 @@ def _closure(case: Any, regime: Regime, model: torch.nn.Module, data: Data, opti
         return counted
     if law_closure(case, cls)[1]:  # its signature or its spec says it must have one
         fix = f": give the spec `closure: [true]` ({case.location})" if regime.closure is None and requires_closure(cls) else ""
+        first = next(iter(step_parameters(cls) or []), None)
+        if fix and first is not None and first.name != "closure":  # SpawnGD's step(epoch, closure=None): maybe no closure
+            fix = f", if its required `{first.name}` is one{fix}"
         raise NotApplicable(f"{case.id}: {cls.__qualname__}.step requires a closure, and this run steps without one{fix}")
     return None
 
