@@ -1321,6 +1321,23 @@ class GroupStepCountSGD(PlainSGD):
                     p.add_(p.grad, alpha=-group["lr"])
 
 
+class LrDecayingSGD(PlainSGD):
+    """pyro's ClippedAdam: `group["lr"] *= group["lrd"]` at every step, an assignment to a key of its groups
+    (dynamo guards the group's length for it, as for a key's presence test), and a Python int step in state."""
+
+    def __init__(self, params, lr=0.01, lrd=1.0):  # pyro's default: no decay
+        torch.optim.Optimizer.__init__(self, params, {"lr": lr, "lrd": lrd})
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            group["lr"] *= group["lrd"]
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = self.state[p]
+                    state["step"] = state.get("step", 0) + 1  # a Python int, as pyro's
+                    p.add_(p.grad, alpha=-group["lr"])
+
+
 class ItemInLoopSGD(PlainSGD):
     """momo's Momo: a Polyak step size read as a Python number (`t1.item()`) inside its loop over the param
     groups; dynamo cannot resume after a graph break inside a loop, so it runs the whole frame eagerly."""

@@ -755,6 +755,15 @@ def test_a_load_that_recompiles_on_the_group_key_dynamo_writes_says_it_is_torchs
     assert "torch's doing (dynamo), met by this optimizer: dynamo writes `capturable` into the param groups" in message
 
 
+def test_a_load_that_recompiles_on_a_group_key_the_step_assigns_says_so(tmp_path):
+    """pyro's ClippedAdam assigns `group["lr"]` at every step: the same length guard as a key's presence test,
+    and the diagnosis said the step tested a key's presence."""
+    case = one_case(tmp_path, "optimizer: planted_unseen:LrDecayingSGD\nkwargs: {lr: 0.01}\n")
+    message = failure_of("state_dict", case)
+    assert "len(step.__self__.param_groups[0])" in message and 'group["lr"] *= group["lrd"]' in message, message
+    assert "the step tests a key's presence in its groups or assigns one of their keys (the guard's line above)" in message
+
+
 def test_a_frame_dynamo_gave_up_on_is_named_where_no_graph_was_captured(tmp_path):
     """momo's Momo (`.item()` inside its loop over the groups): "not compiled" listed only the closure's graph
     breaks, not the one that made dynamo run the step's frame eagerly, and so found nothing that pointed at it."""

@@ -113,7 +113,8 @@ _STATE_DTYPE_GUARD = re.compile(r"tensor '\S*state\[\S*' dtype mismatch")
 
 def guards_a_group_length(guard_failures: str) -> bool:
     """Whether dynamo's guard failures include a param group's length: a step that tests a key's presence in
-    its group (geoopt's `if "step" not in group`) is guarded on how many keys the group holds."""
+    its group (geoopt's `if "step" not in group`) or assigns one of its keys (pyro's ClippedAdam, `group["lr"]
+    *= group["lrd"]`) is guarded on how many keys the group holds."""
     return _GROUP_LENGTH_GUARD.search(guard_failures) is not None
 
 
@@ -122,7 +123,8 @@ _GROUP_LENGTH_GUARD = re.compile(r"len\(\S*param_groups\[\d+\]\) == \d+")
 DYNAMO_GROUP_KEY_ON_LOAD = (
     "\n  diagnosis: torch's doing (dynamo), met by this optimizer: dynamo writes `capturable` into the param groups of "
     "every step it compiles (OptimizerVariable._set_capturable), a key this optimizer's groups do not have, so the eager "
-    "optimizer's state_dict lacks it; the step tests a key's presence in its groups, so dynamo guards each group's length, "
+    "optimizer's state_dict lacks it; the step tests a key's presence in its groups or assigns one of their keys (the "
+    "guard's line above), so dynamo guards each group's length, "
     "which the load shortens (a recompile) and the next compile's write lengthens back (another). Way around: put "
     "`capturable: False` in the defaults the optimizer passes torch.optim.Optimizer, or keep the key it tests in self.state.")
 
