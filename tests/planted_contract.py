@@ -4,6 +4,7 @@ code has gone wrong; each is ForeachSGD (tests/planted_laws.py) but for its one 
 from __future__ import annotations
 
 import random
+from collections import OrderedDict, defaultdict
 
 import torch
 
@@ -242,3 +243,19 @@ class StallingSGD(torch.optim.Optimizer):
                 state["t"] = state.get("t", 0) + 1
                 if state["t"] <= 7:
                     p.add_(p.grad, alpha=-group["lr"] * group["decay"])
+
+
+class NoOptimizerInitSGD(ForeachSGD):
+    """timm's Lookahead: it skips torch.optim.Optimizer.__init__ on purpose and sets what it uses itself (the
+    step hooks' dicts among them), so registering a state_dict hook raises AttributeError."""
+
+    def __init__(self, params, lr=0.01, momentum=0.9, weight_decay=0.0, foreach=False, maximize=False):
+        self._optimizer_step_pre_hooks = OrderedDict()
+        self._optimizer_step_post_hooks = OrderedDict()
+        self.defaults = {"lr": lr, "momentum": momentum, "weight_decay": weight_decay, "foreach": foreach,
+                         "maximize": maximize}
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        params = list(params)
+        for group in params if params and isinstance(params[0], dict) else [{"params": params}]:
+            self.add_param_group(dict(group))

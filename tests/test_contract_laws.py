@@ -36,6 +36,9 @@ BREAKS = {  # planted optimizer -> the one law it breaks, and what its message s
     "ReseedingSGD": ("law_determinism", r"law determinism broken: a step must not reseed Python's or NumPy's global RNG "
                                         r".*\n  step 1 reseeded Python's random"),
     "InstanceStepSGD": ("law_hooks", r"law hooks broken: .*\n  step hooks: expected pre 0, post 0, .* fired none"),
+    "NoOptimizerInitSGD": ("law_hooks", r"law hooks broken: registering a state_dict hook on the optimizer raised "
+                                        r"AttributeError: .* no attribute '_optimizer_state_dict_pre_hooks'"
+                                        r"(.|\n)*diagnosis: the optimizer subclasses torch.optim.Optimizer without calling"),
 }
 CHECKS = "checks: [" + ", ".join(ROUND_TWO) + "]\n"
 
