@@ -1191,6 +1191,19 @@ class InPlaceNormClampSGD(PlainSGD):
                     p.add_(p.grad / norm, alpha=-group["lr"])
 
 
+class PlainScalarStateSGD(PlainSGD):
+    """timm's NvNovoGrad: a 0-d state made by torch.zeros([]), not from the param, written in place with a
+    reduction of the grad: over FSDP2's DTensor params DTensor's dispatch raises a bare AssertionError."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    norm = self.state[p].setdefault("norm", torch.zeros([]))
+                    norm.copy_(p.grad.pow(2).sum())
+                    p.add_(p.grad / (norm.sqrt() + 1.0), alpha=-group["lr"])
+
+
 def _momentum_update(p, buf, lr):
     buf.mul_(0.9).add_(p.grad)
     torch._dynamo.graph_break()  # emerging_optimizers' Muon: a call dynamo cannot trace, between two halves of the update

@@ -78,6 +78,7 @@ SPECS = {
     "caststate": "optimizer: planted_unseen:CastStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
+    "plainscalar": "optimizer: planted_unseen:PlainScalarStateSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "frames": "optimizer: planted_unseen:FramesSGD\nkwargs: {lr: 0.01}\nchecks: [graph_breaks, state_dict]\n",
     "normchecked": "optimizer: planted_unseen:NormCheckedSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent]\nlaws: {descent: true}\n",
     "f32norm": "optimizer: planted_unseen:Float32NormStateSGD\nkwargs: {lr: 0.1}\ndtypes: [bfloat16]\nchecks: [state_dict]\n"
@@ -478,6 +479,16 @@ def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doin
     failure = _failure(out, "specs/normclamp.yaml::inplacenormclampsgd-default-cpu::fsdp")
     assert "in-place operations that require placement changes are not supported" in failure
     assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
+
+
+def test_a_plain_state_tensor_written_with_a_dtensor_is_the_optimizers_doing_not_torchs(session):
+    """timm's NvNovoGrad and monai's Novograd: `exp_avg_sq.copy_(norm)`, a state made by torch.zeros([]) beside
+    FSDP2's DTensor params; torch 2.13's DTensor dispatch raises a bare AssertionError, and the red said
+    "AssertionError: ... (torch's doing)", nothing more."""
+    out, _ = session
+    failure = _failure(out, "specs/plainscalar.yaml::plainscalarstatesgd-default-cpu::fsdp")
+    assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
+    assert "DTensor's dispatch refuses the in-place op at _update's line (`norm.copy_(p.grad.pow(2).sum())`)" in failure
 
 
 def test_recompiles_of_frames_a_graph_break_split_off_are_the_breaks_red_not_state_dicts(session):

@@ -129,12 +129,24 @@ _DTENSOR_REFUSALS = re.compile(r"in-place operations that require placement chan
 def _dtensor_refuses(exc: BaseException, frames: list[traceback.FrameSummary], kinds: list[str]) -> str:
     """Why DTensor's refusal of an op that the optimizer's own line calls is the optimizer's doing, though
     torch's frame raised it: DTensor supports the op written otherwise, and says how (emerging_optimizers'
-    ObliqueSGD clamps a norm of sharded params in place: `norm.clamp_min_(eps)` over a Partial placement)."""
+    ObliqueSGD clamps a norm of sharded params in place: `norm.clamp_min_(eps)` over a Partial placement),
+    or, for an in-place op on a plain tensor given a DTensor, raises a bare AssertionError in its dispatch
+    (timm's NvNovoGrad: `exp_avg_sq.copy_(norm)`, its state made by torch.zeros([]) beside DTensor params)."""
     callers = [f for f, k in zip(frames, kinds) if k == "optimizer"]
-    if not isinstance(exc, RuntimeError) or not callers or not _DTENSOR_REFUSALS.search(str(exc)):
+    if not callers:
+        return ""
+    if isinstance(exc, AssertionError) and not str(exc) and frames[-1].filename.endswith(_DTENSOR_DISPATCH):
+        return (f"DTensor's dispatch refuses the in-place op at {callers[-1].name}'s line (`{callers[-1].line}`): it writes a "
+                "plain tensor with a DTensor operand, and torch raises a bare AssertionError there; the optimizer keeps "
+                "that tensor plain where its params are DTensors (make it from the param, zeros_like(p), or compute out "
+                "of place): the optimizer's doing, though torch's frame raised it")
+    if not isinstance(exc, RuntimeError) or not _DTENSOR_REFUSALS.search(str(exc)):
         return ""
     return (f"DTensor refuses the op as {callers[-1].name} writes it over sharded params, and says what works instead (an "
             "out-of-place op, or DTensor operands throughout): the optimizer's doing, though torch's frame raised it")
+
+
+_DTENSOR_DISPATCH = os.path.join("distributed", "tensor", "_dispatch.py")
 
 
 # What torch.optim.Optimizer.__init__ sets and its other methods read (step's hook wrapper, zero_grad, state_dict)

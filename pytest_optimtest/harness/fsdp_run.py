@@ -360,4 +360,5 @@ def _described(exc: BaseException) -> str:
     found = blame(exc)
     where = found.where or found.innermost
     return (f"{type(exc).__name__}: {exc}\n  raised at {where} ({found.owner}'s doing)\n"
+            + (f"  diagnosis: {found.note}\n" if found.note else "")
             + (found.traceback() or "".join(traceback.format_exception(exc)[-6:])))
