@@ -1365,3 +1365,17 @@ class ItemInLoopSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad, alpha=-group["lr"] * scale)
+
+
+class SquaredGradSumSGD(PlainSGD):
+    """pyro's AdagradRMSProp: an accumulator of squared grads, large, whose last bits differ where the step
+    and the closure are compiled (rounding, which torch.compile allows; float64 shows it), grown here by a
+    cancellation: (g^2 + 1) - 1 keeps what rounding left of g^2 beside 1."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    total = self.state[p].setdefault("sum", torch.zeros_like(p))
+                    total.add_((p.grad * p.grad * 1e-3 + 1.0) - 1.0)
+                    p.addcdiv_(p.grad, total.sqrt() + 1e-3, value=-group["lr"])

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import failure_of, one_case
+from helpers import failure_of, one_case, run_check
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.runner import Regime, running
+from pytest_optimtest.harness.vacuity import Vacuous
 
 TESTS = Path(__file__).resolve().parent
 
@@ -762,6 +763,16 @@ def test_a_load_that_recompiles_on_a_group_key_the_step_assigns_says_so(tmp_path
     message = failure_of("state_dict", case)
     assert "len(step.__self__.param_groups[0])" in message and 'group["lr"] *= group["lrd"]' in message, message
     assert "the step tests a key's presence in its groups or assigns one of their keys (the guard's line above)" in message
+
+
+def test_a_closure_graph_break_difference_that_float64_removes_is_vacuous_not_red(tmp_path):
+    """pyro's AdagradRMSProp and sweepx's Shampoo: step(closure) compiled with a graph break differed from eager in
+    the last bits of an accumulator (a matrix root), grown by their arithmetic, and the red said "the optimizer's";
+    parity tests that at float64, this check did not."""
+    case = one_case(tmp_path, "optimizer: planted_unseen:SquaredGradSumSGD\nkwargs: {lr: 0.1}\n")
+    with pytest.raises(Vacuous, match=r"vacuous: not comparable at float32: over float64 params the compiled "
+                                      r"step\(closure\) with its graph break matches eager(.|\n)*at float32: state\["):
+        run_check("closure_graph_break", case)
 
 
 def test_a_frame_dynamo_gave_up_on_is_named_where_no_graph_was_captured(tmp_path):
