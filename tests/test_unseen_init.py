@@ -211,33 +211,25 @@ def test_a_step_over_vectors_alone_gets_a_model_and_laws_of_vectors(pytester):
         result.stdout.fnmatch_lines([f"*-default-cpu::{law} PASSED*"])
 
 
-def test_a_step_that_takes_an_object_in_place_of_a_closure_is_skipped_saying_so_not_red(pytester):
-    """torch_numopt's step(objective) calls objective.closure(): every case was one red, "the optimizer's
-    code raised AttributeError: 'function' object has no attribute 'closure'", and init's comment said to
-    fill in param groups. Its protocol is not a closure function, which is all the plugin's runs give."""
+@pytest.mark.parametrize("planted, comment, reason", [
+    ("ObjectiveSGD", "skip:  # its step takes an object as `objective`, not a closure: given one it raised AttributeError: "
+                     "'function' object has no attribute 'closure'",
+     "its step takes an object of its own protocol as `objective` (it calls methods of it)"),
+    ("EpochStepSGD", "skip:  # its step takes a value as `epoch`, not a closure: given one it raised TypeError: unsupported "
+                     "operand type(s) for %: 'function' and 'int'",
+     "its step takes a value of its own as `epoch` (step(epoch, ...)"),
+])
+def test_a_step_whose_first_argument_is_no_closure_is_skipped_saying_so_not_red(pytester, planted, comment, reason):
+    """torch_numopt's step(objective) calls objective.closure(), SpawnGD's step(epoch, closure=None) computes
+    epoch % 2: each took its first argument for a required closure, every case was one red, "the optimizer's
+    code raised", and init's comment said to fill in param groups or kwargs. What they take is no closure
+    function, which is all the plugin's runs give."""
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
-    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:ObjectiveSGD", "-o", "s.yaml").ret == 0
+    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", f"planted_unseen:{planted}", "-o", "s.yaml").ret == 0
     text = (pytester.path / "s.yaml").read_text()
-    assert "skip:  # its step takes an object as `objective`, not a closure: given one it raised AttributeError: 'function' " \
-           "object has no attribute 'closure'" in text, text
-    assert "its step takes an object of its own protocol as `objective` (it calls methods of it)" in text and "use_muon" not in text
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
-
-
-def test_a_step_that_takes_a_value_before_its_closure_is_skipped_saying_so_not_red(pytester):
-    """SpawnGD's step(epoch, closure=None): its first argument looked like a required closure, so every run
-    gave it one and each case was red at `epoch % 2`, "the optimizer's own error", and init's comment said
-    to fill in kwargs or params. The epoch is a value of its training loop's that no plugin run has."""
-    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
-    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
-    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:EpochStepSGD", "-o", "s.yaml").ret == 0
-    text = (pytester.path / "s.yaml").read_text()
-    assert "skip:  # its step takes a value as `epoch`, not a closure: given one it raised TypeError: unsupported " \
-           "operand type(s) for %: 'function' and 'int'" in text, text
-    assert "its step takes a value of its own as `epoch` (step(epoch, ...)" in text and "fill in the kwargs" not in text, text
+    assert comment in text and reason in text, text
+    assert "use_muon" not in text and "fill in the kwargs" not in text, text
     result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
