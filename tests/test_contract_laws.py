@@ -38,7 +38,9 @@ BREAKS = {  # planted optimizer -> the one law it breaks, and what its message s
     "InstanceStepSGD": ("law_hooks", r"law hooks broken: .*\n  step hooks: expected pre 0, post 0, .* fired none"),
     "NoOptimizerInitSGD": ("law_hooks", r"law hooks broken: registering a state_dict hook on the optimizer raised "
                                         r"AttributeError: .* no attribute '_optimizer_state_dict_pre_hooks'"
-                                        r"(.|\n)*diagnosis: the optimizer subclasses torch.optim.Optimizer without calling"),
+                                        r"(.|\n)*diagnosis: torch.optim.Optimizer's register_state_dict_pre_hook read "
+                                        r"`_optimizer_state_dict_pre_hooks`, which Optimizer.__init__ sets: the optimizer "
+                                        r"subclasses torch.optim.Optimizer without calling its __init__"),
 }
 CHECKS = "checks: [" + ", ".join(ROUND_TWO) + "]\n"
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .blame import optimizer_frame
+from .blame import optimizer_frame, told
 from .builder import backward_flag, law_closure, make_optimizer, require_graph_free_grads, step_grad_mode
 from .devices import seed_all
 from .isolation import isolated_case
@@ -312,7 +312,7 @@ def _state_dict_hooks(case: Any, optimizer: Any, own: dict[str, torch.nn.Paramet
         handles = [optimizer.register_state_dict_pre_hook(lambda opt: calls.__setitem__("state_dict_pre", calls["state_dict_pre"] + 1)),
                    optimizer.register_state_dict_post_hook(post)]
     except Exception as exc:  # noqa: BLE001  # timm's Lookahead skips Optimizer.__init__, whose hook dicts these write
-        return {"unregistered": f"{type(exc).__name__}: {exc}"}  # law hooks' finding; the run every law shares goes on
+        return {"unregistered": told(exc)}  # law hooks' finding, with blame's why; the run every law shares goes on
     try:
         state = optimizer.state_dict()
         calls["marker_in_state_dict"] = MARKER in state

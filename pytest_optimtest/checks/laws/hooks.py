@@ -37,10 +37,7 @@ def check_hooks(case: Any, runs: Any) -> Verdict:
                       "(the state_dict check's finding), so its hooks cannot be judged")
     if "unregistered" in calls:
         raise AssertionError(f"{case.id}: law hooks broken: registering a state_dict hook on the optimizer raised "
-                             f"{calls['unregistered']}" + listed(problems)
-                             + ("\n  diagnosis: the optimizer subclasses torch.optim.Optimizer without calling its __init__, "
-                                "which makes the hooks' dicts: the optimizer's doing (call it, or set them)"
-                                if "_hooks" in calls["unregistered"] else ""))
+                             f"{calls['unregistered']}" + listed(problems))
     for name in ("state_dict_pre", "state_dict_post", "load_pre", "load_post"):
         if calls[name] != 1:
             problems.append(f"{name.replace('_', ' ')} hook: fired {calls[name]} times for one call, expected once")
