@@ -1379,3 +1379,33 @@ class SquaredGradSumSGD(PlainSGD):
                     total = self.state[p].setdefault("sum", torch.zeros_like(p))
                     total.add_((p.grad * p.grad * 1e-3 + 1.0) - 1.0)
                     p.addcdiv_(p.grad, total.sqrt() + 1e-3, value=-group["lr"])
+
+
+class UnsavedGeneratorSGD(PlainSGD):
+    """SGD with noise from a torch.Generator of its own, kept as an attribute its state_dict leaves out
+    (timm's Adahessian draws its Hutchinson probes so): a resumed run draws from the seed again."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.generator = torch.Generator().manual_seed(7)
+
+    def _update(self) -> None:
+        super()._update()
+        torch._dynamo.graph_break()  # the update above stays one graph, whatever dynamo makes of the draws
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(torch.rand(p.shape, generator=self.generator).to(p.dtype), alpha=1e-2)
+
+
+class SavedGeneratorSGD(UnsavedGeneratorSGD):
+    """UnsavedGeneratorSGD that saves its generator's state in its state_dict (pyperch's way): correct."""
+
+    def state_dict(self):
+        saved = super().state_dict()
+        saved["generator"] = self.generator.get_state()
+        return saved
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        self.generator.set_state(state_dict.pop("generator"))
+        super().load_state_dict(state_dict)

@@ -13,7 +13,8 @@ from ..harness.diagnosis import (DYNAMO_GROUP_KEY_ON_LOAD, STATE_CAST, STATE_CAS
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
-from ..harness.snapshot import int_state_keys, params_in_groups_diagnosis, tensor_attributes_diagnosis
+from ..harness.snapshot import (int_state_keys, params_in_groups_diagnosis, tensor_attributes_diagnosis,
+                                unsaved_generators_diagnosis)
 from ..harness.state_dict_layout import FOREIGN_LAYOUT, described_layout, layout_of
 from ..harness.vacuity import Blocked, require_compiled, require_moved
 from ..spec.values import resolve
@@ -63,6 +64,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
                      + tensor_attributes_diagnosis(reference.final.tensor_attributes, "torch.save")
                      + (LOAD_REBINDS.format(shared=reference.load_rebinds) if reference.load_rebinds else "")
                      + (ATTRIBUTES_NOT_SAVED if any("optimizer attribute[" in p for p in problems) else "")
+                     + unsaved_generators_diagnosis(reference.checkpoint.unsaved_generators)
                      + (INT_KEYS.format(keys=", ".join(keys)) if (keys := int_state_keys(reference.final.state)) else "")
                      + (STATE_CAST_ON_LOAD if cast else "")
                      + (f"\n  diagnosis: {foreign}" if foreign else ""))
@@ -124,4 +126,5 @@ CHECK = Check("state_dict", check_state_dict, "state_dict round trip compiled <-
               red=("A state that does not survive the round trip (a key dropped or renamed, a tensor lr turned float), or a compiled step that "
                    "recompiles on every load: the optimizer's `state_dict`/`load_state_dict` or torch's guards. Named where recognised: an "
                    "attribute of the optimizer's own, state kept as a state tensor's `.grad`, state and groups shared with an inner optimizer "
-                   "that torch's `load_state_dict` rebinds, state cast to the params' dtype."))
+                   "that torch's `load_state_dict` rebinds, state cast to the params' dtype, a torch.Generator of its own whose state it does "
+                   "not save."))

@@ -33,7 +33,7 @@ from .devices import package_generator_states, seed_all
 from .isolation import isolated_case
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles, apply_perturbation
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
-from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_of, storage_pointer
+from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_of, storage_pointer, unsaved_generators
 from .state_dict_layout import load_rebinds
 from .vacuity import NotApplicable
 
@@ -53,6 +53,7 @@ class Checkpoint:
     # the grads as the run had them: without a closure its steps step on one backward's grads, which a step may write
     # (schedule-free's): a resumed run steps on those, as the run that never stopped does, and compares optimizer state
     grads: dict[str, torch.Tensor | None]
+    unsaved_generators: tuple[str, ...] = ()  # the optimizer's own torch.Generators, drawn from, the state_dict lacks
 
     def optimizer_state(self) -> dict[str, Any]:
         return torch.load(io.BytesIO(self.state_dict), weights_only=False)
@@ -419,9 +420,11 @@ def _restore_grads(model: torch.nn.Module, grads: dict[str, torch.Tensor | None]
 def _checkpoint(step: int, model: torch.nn.Module, optimizer: Any) -> Checkpoint:
     _require_state_dict(optimizer)
     buffer = io.BytesIO()
-    torch.save(optimizer.state_dict(), buffer)
+    saved = optimizer.state_dict()
+    torch.save(saved, buffer)
     return Checkpoint(step, {name: p.detach().clone() for name, p in model.named_parameters()}, buffer.getvalue(),
-                      {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()})
+                      {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()},
+                      unsaved_generators(optimizer, saved))
 
 
 def loaded_state_dict(case: Any, checkpoint: Checkpoint) -> Any:

@@ -102,6 +102,47 @@ def tensor_attributes_diagnosis(found: tuple[str, ...], saved_by: str) -> str:
             "optimizer's doing (keep that state as an entry of its own in self.state)")
 
 
+def unsaved_generators(optimizer: Any, saved: Any) -> tuple[str, ...]:
+    """The torch.Generators the optimizer keeps as attributes (timm's Adahessian's `self.generator`), has drawn
+    from, and whose state its state_dict `saved` does not hold: an optimizer that loads it draws from its own
+    generator's start again, not where the saved run was."""
+    held = {}
+    for name, value in getattr(optimizer, "__dict__", {}).items():
+        if isinstance(value, torch.Generator):
+            held[f"self.{name}"] = value
+        elif isinstance(value, (list, tuple, dict)):  # one per device or per group
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            held |= {f"self.{name}[{key!r}]": g for key, g in items if isinstance(g, torch.Generator)}
+    saved_states = _byte_tensors(saved)
+    return tuple(name for name, generator in held.items() if _drawn_from(generator)
+                 and not any(torch.equal(generator.get_state(), state) for state in saved_states))
+
+
+def _drawn_from(generator: torch.Generator) -> bool:
+    """Whether its state moved on from its seed's (a generator seeded and never drawn from needs no saving)."""
+    fresh = torch.Generator(generator.device).manual_seed(generator.initial_seed())
+    return not torch.equal(fresh.get_state(), generator.get_state())
+
+
+def _byte_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """The uint8 tensors in a state_dict's containers (where a generator's saved state would be), six levels deep."""
+    if isinstance(value, torch.Tensor):
+        return [value] if value.dtype == torch.uint8 else []
+    if depth >= 6 or not isinstance(value, (dict, list, tuple)):
+        return []
+    return [t for v in (value.values() if isinstance(value, dict) else value) for t in _byte_tensors(v, depth + 1)]
+
+
+def unsaved_generators_diagnosis(found: tuple[str, ...]) -> str:
+    """Why a run resumed from the optimizer's state_dict draws other random numbers; '' where nothing says so."""
+    if not found:
+        return ""
+    return (f"\n  diagnosis: the optimizer draws from a torch.Generator of its own ({', '.join(found)}) whose state its "
+            "state_dict does not hold: an optimizer that loads it draws from its generator's seed again, not where the "
+            "saved run was, so a resumed run draws other numbers than the run that never stopped: the optimizer's doing "
+            "(save `generator.get_state()` in state_dict and `set_state` it on load)")
+
+
 def is_numpy(value: Any) -> bool:
     """A NumPy array or scalar (by its module: NumPy is the optimizer's dependency, not ours)."""
     return type(value).__module__ == "numpy" and hasattr(value, "shape")
