@@ -1409,3 +1409,24 @@ class SavedGeneratorSGD(UnsavedGeneratorSGD):
         state_dict = dict(state_dict)
         self.generator.set_state(state_dict.pop("generator"))
         super().load_state_dict(state_dict)
+
+
+class Float32OnlySGD(PlainSGD):
+    """SGD that refuses bf16 params on purpose, saying which dtypes it takes (sweepx's SOAP)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.grad.dtype not in (torch.float32, torch.float64):
+                    raise TypeError(f"Float32OnlySGD supports float32/float64 parameters, got {p.grad.dtype}")
+        super()._update()
+
+
+class NumpyRoundTripSGD(PlainSGD):
+    """SGD whose step goes through NumPy, which has no bf16: torch's error over bf16 params, not a refusal."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(torch.from_numpy(p.grad.numpy() * group["lr"]))

@@ -577,6 +577,19 @@ def test_init_finds_an_optimizer_whose_constructor_takes_bf16_params_only(tmp_pa
     assert not any(case.skip for case in cases)
 
 
+@pytest.mark.parametrize(("planted", "bf16_case"), [("Float32OnlySGD", False), ("NumpyRoundTripSGD", True)])
+def test_init_leaves_out_the_bf16_case_of_a_step_that_refuses_bf16_on_purpose(tmp_path, capsys, planted, bf16_case):
+    """sweepx's SOAP raises "supports float32/float64 parameters" in its step: init wrote a bf16 case, red at every
+    item; an op that fails over bf16 (NumPy has no bf16) is no refusal, and its case stays to show it."""
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec(f"planted_unseen:{planted}", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert ("- name: low_precision" in text) is bf16_case, text
+    assert ("# left out: low_precision: its step refuses bf16 params (TypeError: Float32OnlySGD supports float32/float64 "
+            "parameters, got torch.bfloat16, at ") in text or bf16_case, text
+
+
 def test_init_says_a_constructor_wants_positional_arguments_no_spec_gives(tmp_path, capsys):
     """torchzero's Optimizer(params, *modules): init's skip told the user to fill in `params` groups."""
     from helpers import cases_from
