@@ -69,3 +69,16 @@ def run_planted_spec(pytester: Any, modules: tuple[str, ...], spec: str, *args: 
     pytester.makefile(".yaml", s=spec)
     run = ("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly")
     return pytester.runpytest_subprocess(*run, "-rfs", *args), pytester.runpytest_subprocess(*run, "-k", "checkpoint")
+
+
+def dynamo_writes_capturable(optimizer_cls: Any) -> bool:
+    """Whether the installed torch's dynamo leaves `capturable` in the param groups of this optimizer's compiled
+    step (OptimizerVariable._set_capturable: torch 2.13's does; 2.15's sets it only around `_init_group`)."""
+    import torch
+
+    param = torch.nn.Parameter(torch.ones(3))
+    param.grad = torch.ones(3)
+    optimizer = optimizer_cls([param], lr=0.01)
+    torch.compile(optimizer.step)()
+    return "capturable" in optimizer.param_groups[0]
+

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import failure_of, one_case, run_check
+import planted_unseen
+from helpers import dynamo_writes_capturable, failure_of, one_case, run_check
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
@@ -756,6 +757,9 @@ def test_a_load_that_recompiles_on_the_group_key_dynamo_writes_says_it_is_torchs
     `capturable` key dynamo writes into compiled groups, recompiled twice on the groups' length: a red that
     named no owner."""
     case = one_case(tmp_path, "optimizer: planted_unseen:GroupStepCountSGD\nkwargs: {lr: 0.01}\n")
+    if not dynamo_writes_capturable(planted_unseen.GroupStepCountSGD):  # torch 2.15: no key, no recompile, green
+        assert "round trip both ways equal" in run_check("state_dict", case)
+        return
     message = failure_of("state_dict", case)
     assert "caused 2 recompiles of the step, the spec allows 1" in message and "len(step.__self__.param_groups[0])" in message
     assert "torch's doing (dynamo), met by this optimizer: dynamo writes `capturable` into the param groups" in message
@@ -765,6 +769,9 @@ def test_a_load_that_recompiles_on_a_group_key_the_step_assigns_says_so(tmp_path
     """pyro's ClippedAdam assigns `group["lr"]` at every step: the same length guard as a key's presence test,
     and the diagnosis said the step tested a key's presence."""
     case = one_case(tmp_path, "optimizer: planted_unseen:LrDecayingSGD\nkwargs: {lr: 0.01}\n")
+    if not dynamo_writes_capturable(planted_unseen.LrDecayingSGD):  # torch 2.15: no key, no recompile, green
+        assert "round trip both ways equal" in run_check("state_dict", case)
+        return
     message = failure_of("state_dict", case)
     assert "len(step.__self__.param_groups[0])" in message and 'group["lr"] *= group["lrd"]' in message, message
     assert "the step tests a key's presence in its groups or assigns one of their keys (the guard's line above)" in message
