@@ -81,4 +81,3 @@ def dynamo_writes_capturable(optimizer_cls: Any) -> bool:
     optimizer = optimizer_cls([param], lr=0.01)
     torch.compile(optimizer.step)()
     return "capturable" in optimizer.param_groups[0]
-

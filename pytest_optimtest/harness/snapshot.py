@@ -113,6 +113,8 @@ def unsaved_generators(optimizer: Any, saved: Any) -> tuple[str, ...]:
         elif isinstance(value, (list, tuple, dict)):  # one per device or per group
             items = value.items() if isinstance(value, dict) else enumerate(value)
             held |= {f"self.{name}[{key!r}]": g for key, g in items if isinstance(g, torch.Generator)}
+    if not held:  # most optimizers: no state_dict to walk
+        return ()
     saved_states = _byte_tensors(saved)
     return tuple(name for name, generator in held.items() if _drawn_from(generator)
                  and not any(torch.equal(generator.get_state(), state) for state in saved_states))
