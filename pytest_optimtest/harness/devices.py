@@ -51,20 +51,28 @@ def package_generators(optimizer_cls: Any) -> dict[str, Any]:
     """The torch.Generators the optimizer's package keeps as module globals (adv_optm's, for
     stochastic rounding), by "module.name": draws torch.manual_seed does not order. None are looked
     for in torch's own or this plugin's modules."""
-    import torch
-
     top = getattr(optimizer_cls, "__module__", "torch").split(".")[0]
     if top in ("torch", "pytest_optimtest"):
         return {}
-    found = {}
+    found: dict[str, Any] = {}
     for name, module in list(sys.modules.items()):
-        if module is None or not (name == top or name.startswith(top + ".")):
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, torch.Generator):
-                found[f"{name}.{attr}"] = value
-            elif isinstance(value, dict):  # one per device (adv_optm's `_generators`)
-                found.update((f"{name}.{attr}[{key!r}]", g) for key, g in list(value.items()) if isinstance(g, torch.Generator))
+        if module is not None and (name == top or name.startswith(top + ".")):
+            found |= generators_in(vars(module), f"{name}.")
+    return found
+
+
+def generators_in(namespace: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The torch.Generators of a namespace (a module's globals, an optimizer's attributes), by name: each
+    held directly or in a dict, list or tuple (one per device or per group, as adv_optm and timm keep them)."""
+    import torch
+
+    found: dict[str, Any] = {}
+    for name, value in list(namespace.items()):
+        if isinstance(value, torch.Generator):
+            found[f"{prefix}{name}"] = value
+        elif isinstance(value, (dict, list, tuple)):
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            found |= {f"{prefix}{name}[{key!r}]": g for key, g in items if isinstance(g, torch.Generator)}
     return found
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from . import torch_api
+from .devices import generators_in
 
 SIMPLE = (bool, int, float, str, type(None))
 
@@ -106,13 +107,7 @@ def unsaved_generators(optimizer: Any, saved: Any) -> tuple[str, ...]:
     """The torch.Generators the optimizer keeps as attributes (timm's Adahessian's `self.generator`), has drawn
     from, and whose state its state_dict `saved` does not hold: an optimizer that loads it draws from its own
     generator's start again, not where the saved run was."""
-    held = {}
-    for name, value in getattr(optimizer, "__dict__", {}).items():
-        if isinstance(value, torch.Generator):
-            held[f"self.{name}"] = value
-        elif isinstance(value, (list, tuple, dict)):  # one per device or per group
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            held |= {f"self.{name}[{key!r}]": g for key, g in items if isinstance(g, torch.Generator)}
+    held = generators_in(getattr(optimizer, "__dict__", {}), "self.")
     if not held:  # most optimizers: no state_dict to walk
         return ()
     saved_states = _byte_tensors(saved)
