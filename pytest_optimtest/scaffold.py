@@ -27,7 +27,8 @@ import torch
 
 from .checks.laws.section import ON_BY_DEFAULT, Laws
 from .harness.blame import blame, one_line
-from .harness.builder import backward_flag, make_closure, requires_closure, step_on_grads, step_parameters, takes_closure
+from .harness.builder import (backward_flag, closure_taken_as_value, make_closure, requires_closure, step_on_grads, step_parameters,
+                              takes_closure)
 from .harness.compare import max_movement
 from .harness.devices import unavailable_reason
 from .harness.law_runs import unstored_kwargs
@@ -944,13 +945,12 @@ def _raised_on_purpose(problem: str, asserted: bool = False) -> bool:
 
 def _argument_protocol(cls: type, form: Any, kwargs: dict) -> tuple[str, str] | None:
     """(the step's first argument, what it raised) where the step, given a closure there, used it as
-    something a function is not: an object with methods (torch_numopt's step(objective) calls
-    objective.closure()) or a value (SpawnGD's step(epoch, closure=None) computes epoch % 2); None otherwise."""
+    something a function is not (builder.closure_taken_as_value); None otherwise."""
     problem = _stepped_with(cls, form, kwargs, two_linear, 1, torch.float32, closure=True)[1]
-    if problem is None or not problem.startswith(("TypeError", "AttributeError")) or "'function'" not in problem:
+    if problem is None:
         return None
-    parameters = step_parameters(cls) or []
-    return (parameters[0].name if parameters else "closure"), problem
+    argument = closure_taken_as_value(cls, problem)
+    return None if argument is None else (argument, problem)
 
 
 def _backward_protocol(cls: type, form: Any, kwargs: dict, step_problem: str, factory: Any) -> str | None:

@@ -63,6 +63,20 @@ class NeverCompiled(PlainSGD):
     step = torch.compiler.disable(PlainSGD.step)
 
 
+class PrintingSGD(PlainSGD):
+    """Breaks its own graph once a step (a print, which dynamo resumes after), then updates compiled."""
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        print("stepping")
+        with torch.no_grad():
+            self._update()
+        return loss
+
+
 class NoisySGD(PlainSGD):
     """SGD plus gaussian noise: draws random numbers inside step."""
 

@@ -9,6 +9,8 @@ import torch
 from helpers import failure_of, one_case, run_check
 
 from pytest_optimtest.checks import CHECKS, NotApplicable, Vacuous
+from pytest_optimtest.harness import torch_api
+from pytest_optimtest.harness.compiled_run import run_compiled
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.snapshot import unsaved_generators
 from pytest_optimtest.harness.torch_api import torch_version
@@ -64,8 +66,18 @@ def test_dropped_attribute_write_is_caught(tmp_path):
 
 
 def test_step_that_never_compiles_is_reported_not_compiled(tmp_path):
-    with pytest.raises(AssertionError, match="not compiled: torch.compile captured no graph"):
+    with pytest.raises(AssertionError, match="not compiled: torch.compile captured no graph") as info:
         run("parity", case_for(tmp_path, optimizer="planted:NeverCompiled", extra="closure: [true]"))
+    breaks = str(info.value).split("graph breaks: ")[1]
+    assert "torch.compiler.disable" in breaks  # the step's own
+    assert "zero_grad" not in breaks and "backward" not in breaks  # the plugin's closure's: not the step's
+
+
+def test_a_closure_cases_graph_breaks_are_the_steps_own(tmp_path):
+    run = run_compiled(case_for(tmp_path, optimizer="planted:PrintingSGD", extra="closure: [true]"))
+    assert run.closure.graphs and run.step_graph_count
+    assert [torch_api.graph_break_summary(reason).split(" Hint")[0] for reason in run.graph_breaks] == [
+        "Failed to trace builtin operator"], run.break_lines()  # print's; not the closure's zero_grad, backward nor call
 
 
 def test_params_that_do_not_move_make_a_vacuous_comparison(tmp_path):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -131,14 +132,16 @@ def requires_closure(optimizer_cls: type) -> bool:
     return first.default is inspect.Parameter.empty and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
 
 
-def closure_taken_as_value(optimizer_cls: type, error: BaseException) -> str | None:
+def closure_taken_as_value(optimizer_cls: type, error: BaseException | str) -> str | None:
     """The step's first argument, where given a closure there the step used it as a value or an object
-    (SpawnGD's step(epoch, closure=None) computes epoch % 2): a step protocol of its own, not a bug;
-    None where that argument is the closure, or the error says nothing of a function."""
+    (SpawnGD's step(epoch, closure=None) computes epoch % 2, torch_numopt's step(objective) calls
+    objective.closure()): a step protocol of its own, not a bug; None where that argument is the closure,
+    or the error (or its "Type: message" line) says nothing of a function."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     parameters = step_parameters(optimizer_cls)
-    if not parameters or parameters[0].name == "closure" or not isinstance(error, (TypeError, AttributeError)):
+    if not parameters or parameters[0].name == "closure" or not text.startswith(("TypeError", "AttributeError")):
         return None
-    return parameters[0].name if "'function'" in str(error) else None
+    return parameters[0].name if "'function'" in text else None
 
 
 def step_grad_mode(case: Any) -> contextlib.AbstractContextManager:
@@ -278,6 +281,13 @@ class ClosureCompiles:
     graphs: int = 0
     kernels: int = 0
     frame_skipped: bool = False  # dynamo skips the step's frame once the closure breaks its graph (no tensor, no torch)
+    graph_breaks: Counter = field(default_factory=Counter)  # dynamo's breaks in the closure's frames (zero_grad, backward)
+
+    def step_breaks(self, breaks: Counter) -> Counter:
+        """The step's own graph breaks among a compiled run's `breaks`: not the closure's frames', nor
+        the one at the step's call into the closure (the plugin's, run eagerly by design)."""
+        own = breaks - self.graph_breaks
+        return Counter({reason: n for reason, n in own.items() if CLOSURE_CALL not in reason})
 
     def step_not_compiled(self, step_graphs: int) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
@@ -315,13 +325,18 @@ def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: boo
 def _counted_closure(closure: Callable[..., Any], into: ClosureCompiles) -> Callable[..., Any]:
     def counted(*args: Any, **named: Any) -> Any:  # backward_flag's one bool, passed on
         graphs, kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
+        breaks = torch_api.graph_break_counts()
         try:
             return closure(*args, **named)
         finally:
             into.graphs += torch_api.captured_graph_count() - graphs
             into.kernels += torch_api.generated_kernel_count() - kernels
+            into.graph_breaks += torch_api.graph_break_counts() - breaks
 
     return torch_api.outside_step_trace(counted)
+
+
+CLOSURE_CALL = f"<function {_counted_closure.__name__}.<locals>.counted at "  # how dynamo's break at the step's call names it
 
 
 def make_scheduler(case: Any, opt: torch.optim.Optimizer) -> Any:
