@@ -138,10 +138,10 @@ def closure_taken_as_value(optimizer_cls: type, error: BaseException | str) -> s
     objective.closure()): a step protocol of its own, not a bug; None where that argument is the closure,
     or the error (or its "Type: message" line) says nothing of a function."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    parameters = step_parameters(optimizer_cls)
-    if not parameters or parameters[0].name == "closure" or not text.startswith(("TypeError", "AttributeError")):
+    if not text.startswith(("TypeError", "AttributeError")) or "'function'" not in text:
         return None
-    return parameters[0].name if "'function'" in text else None
+    parameters = step_parameters(optimizer_cls)
+    return parameters[0].name if parameters and parameters[0].name != "closure" else None
 
 
 def step_grad_mode(case: Any) -> contextlib.AbstractContextManager:
