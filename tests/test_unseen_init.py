@@ -140,7 +140,8 @@ def test_init_writes_how_the_constructor_takes_its_params_and_the_spec_validates
 
 def test_init_names_cases_after_capitalised_flags_as_the_schema_allows(tmp_path, capsys):
     """OPTAMI's DampedNewton(CG_subsolver=True): init wrote `name: no_CG_subsolver`, which its own loader refused."""
-    from pytest_optimtest.scaffold import _case_name, write_starter_spec
+    from pytest_optimtest.scaffold import write_starter_spec
+    from pytest_optimtest.scaffold.writer import _case_name
 
     assert write_starter_spec("planted_unseen:CapitalFlagSGD", tmp_path / "spec.yaml") == 0, capsys.readouterr().err
     text = (tmp_path / "spec.yaml").read_text()
@@ -613,15 +614,16 @@ def test_init_stops_a_probe_whose_step_runs_for_minutes_and_the_spec_says_why(tm
     from helpers import cases_from
 
     from pytest_optimtest import scaffold
+    from pytest_optimtest.scaffold import probe
 
-    monkeypatch.setattr(scaffold, "PROBE_SECONDS", 1.0)
-    monkeypatch.setattr(scaffold, "COLD_STEP_FACTOR", 2)
-    token = scaffold._PROBE_COLD.set(True)  # as in a fresh `init` process: its first step gets 2 s
+    monkeypatch.setattr(probe, "PROBE_SECONDS", 1.0)
+    monkeypatch.setattr(probe, "COLD_STEP_FACTOR", 2)
+    token = probe._PROBE_COLD.set(True)  # as in a fresh `init` process: its first step gets 2 s
     start = time.monotonic()
     try:
         assert scaffold.write_starter_spec("planted_unseen:SlowSearchSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
     finally:
-        scaffold._PROBE_COLD.reset(token)
+        probe._PROBE_COLD.reset(token)
     assert time.monotonic() - start < 60
     text = (tmp_path / "init.yaml").read_text()
     assert "skip:  # its step does not finish in time: ProbeTimeout: one step ran past 2 s, and init stopped it" in text, text
@@ -692,13 +694,14 @@ def test_init_gives_the_first_step_of_its_process_time_to_compile_what_the_optim
     from helpers import cases_from
 
     from pytest_optimtest import scaffold
+    from pytest_optimtest.scaffold import probe
 
-    monkeypatch.setattr(scaffold, "PROBE_SECONDS", 1.0)
-    token = scaffold._PROBE_COLD.set(True)  # as in a fresh `init` process
+    monkeypatch.setattr(probe, "PROBE_SECONDS", 1.0)
+    token = probe._PROBE_COLD.set(True)  # as in a fresh `init` process
     try:
         assert scaffold.write_starter_spec("planted_unseen:SlowFirstStepSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
     finally:
-        scaffold._PROBE_COLD.reset(token)
+        probe._PROBE_COLD.reset(token)
     text = (tmp_path / "init.yaml").read_text()
     assert "\nskip:" not in text and "ran past" not in text, text
     assert not any(case.skip for case in cases_from(tmp_path, text.replace("devices: [cpu, cuda]", "devices: [cpu]")))

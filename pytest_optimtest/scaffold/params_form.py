@@ -1,0 +1,223 @@
+"""How the optimizer takes its params (a list, named params, the model, groups), and the spec written where
+none of the plugin's forms constructs it."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from typing import Any
+
+import torch
+
+from ..harness.blame import one_line
+from ..harness.param_forms import construct
+from ..models import two_diagonal, two_linear, two_linear_no_bias
+from ..spec.schema import ParamGroup
+from ..spec.values import KWARG_OBJECTS, takes_a_model
+from .lines import _skip_lines
+from .probe import _bf16_two_linear, _constructs, _first_step_problem, _stepped, _stepped_with
+from .step_protocol import (_backward_protocol, _loss_value_parameter, _missing_module, _step_arguments,
+                            _step_arguments_reason, _unsteppable)
+
+
+def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any, Any, list[str]]:
+    """(params form, model factory, spec lines): how the constructor takes its params (a list, named
+    params, the model, or through the optimizer it wraps), and a model without 1-D params when the
+    constructor or one step over the default model raises and over that one does not (Muon-style
+    optimizers). What init cannot find out is left to fill in."""
+    if wraps is not None:
+        lines = [f"params: wrapped  # it wraps an optimizer instance, `{wraps}`, built over the params"]
+        step_problem = _first_step_problem(cls, "wrapped", kwargs, two_linear)
+        return "wrapped", two_linear, lines + ([f"# one step over the default model raises ({step_problem}): the optimizer's "
+                                                "own error, which its runs show with its line"] if step_problem else [])
+    required = _required_params_arguments(cls, kwargs)
+    if len(required) == 2:  # params split across two arguments: Muon hybrids take matrices first
+        split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
+        try:
+            construct(cls, split, two_linear(), kwargs, "cpu")
+            stepped = _stepped(cls, split, kwargs, two_linear, steps=1)[1]
+            taken = _step_arguments(cls)
+            if stepped is not None and taken is None:  # it took a list where it wants an object (SAM's base optimizer)
+                raise ValueError(f"it constructs so, but its step raises {stepped}")
+            return split, two_linear, [f"params:  # matrices to {required[0]}, the rest to {required[1]} (check which "
+                                       "argument wants which)",
+                                       f"  - {{min_ndim: 2, argument: {required[0]}}}", f"  - {{argument: {required[1]}}}",
+                                       *(_skip_lines(f"its step requires arguments torch.optim's do not ({taken}): {stepped}",
+                                                     _step_arguments_reason(taken)) if stepped is not None and taken else [])]
+        except Exception as exc:  # noqa: BLE001  # then say what to fill in, in a spec that loads and skips until then
+            return "list", None, [f"# the constructor requires {required[0]!r} and {required[1]!r} and refused "
+                                        f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
+                                        f"groups with `argument` where both take params, else give {required[1]!r} under "
+                                        f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
+    problems = {}
+    factory: Any = two_linear
+    for form in ("list", "named", "model"):
+        try:
+            construct(cls, form, two_linear(), kwargs, "cpu")
+            break
+        except Exception as exc:  # the constructor's verdict on this form; the next is tried
+            problems[form] = one_line(exc)
+    else:
+        half = next((f for f in ("list", "named", "model") if _constructs(cls, f, _bf16_two_linear, kwargs)), "")
+        if half:  # a bf16-only optimizer that says so in its constructor (mpadam's MPAdam)
+            lines = [*([] if half == "list" else [f"params: {half}"]),
+                     f"dtypes: [bfloat16]  # its constructor refuses float32 params and takes bf16 ones: {problems[half]}"]
+            step_problem = _stepped(cls, half, kwargs, two_linear, steps=1, dtype=torch.bfloat16)[1]
+            return half, two_linear, lines + ([f"# one step over bf16 params raises ({step_problem}): "
+                                               f"{_what_to_fill_in(step_problem)}"] if step_problem else [])
+        form = next((f for f in ("list", "named", "model") if _constructs(cls, f, two_linear_no_bias, kwargs)), "")
+        if not form:
+            flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
+            try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
+                construct(cls, flagged, two_linear(), kwargs, "cpu")
+            except Exception:  # noqa: BLE001  # not that convention either: say what to fill in
+                if takes_a_model(cls):  # a model of its own kind (LoRA-Pro's LoRA pairs): none of the plugin's
+                    return "model", None, [f"# its constructor takes a model, and refused the plugin's ({problems['model']})",
+                                           "# model: yourpackage.testing:model_factory  # fill in: a model it takes, "
+                                           "built on the device it is given"]
+                extra = _extra_positional(cls)
+                return "list", None, [
+                    f"# the constructor refused a list of params, named params and the model ({problems['list']}): " +
+                    (f"it takes positional arguments after its params (*{extra}), which a spec cannot give"
+                     if extra and not _refuses_values(problems["list"]) else
+                     f"it takes {_what_it_takes(cls, problems['list'])}")]
+            return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
+                                         f"(it refuses a plain list: {problems['list']})",
+                                         "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
+        factory = two_linear_no_bias  # a constructor that takes matrices only (EchoMuon's): its step probed over them below
+    if factory is two_linear_no_bias:
+        lines = [*([] if form == "list" else [f"params: {form}"]),
+                 f"model: pytest_optimtest.models:two_linear_no_bias  # its constructor refuses 1-D params: {problems['list']}"]
+    else:
+        lines = [] if form == "list" else [f"params: {form}  # it refuses a plain list of params: {problems['list']}"]
+    step_problem = _first_step_problem(cls, form, kwargs, factory)
+    if step_problem and factory is two_linear and _first_step_problem(cls, form, kwargs, two_linear_no_bias) is None:
+        lines.append(f"model: pytest_optimtest.models:two_linear_no_bias  # its step refuses 1-D params: {step_problem}")
+        return form, two_linear_no_bias, lines
+    if step_problem and _stepped(cls, form, kwargs, factory, steps=1, dtype=torch.bfloat16)[1] is None:
+        lines.append(f"dtypes: [bfloat16]  # its step refuses float32 params and steps bf16 ones: {step_problem}")
+        return form, factory, lines
+    protocol = _backward_protocol(cls, form, kwargs, step_problem, factory) if step_problem else None
+    if protocol is not None:
+        return form, factory, [*lines, protocol]
+    if step_problem and factory is two_linear:  # a step over vectors alone (LCG's torch.dot of each grad)
+        vector_protocol = ("" if _first_step_problem(cls, form, kwargs, two_diagonal) is None
+                           else _backward_protocol(cls, form, kwargs, step_problem, two_diagonal))
+        if vector_protocol is not None:
+            refused = _stepped_with(cls, form, kwargs, two_linear, 1, torch.float32, closure=bool(vector_protocol),
+                                    backward=vector_protocol.split()[1] if vector_protocol else "plain")[1]
+            model = f"model: pytest_optimtest.models:two_diagonal  # its step refuses matrices: {refused or step_problem}"
+            return form, two_diagonal, [*lines, model, *([vector_protocol] if vector_protocol else [])]
+    missing = _missing_module(step_problem) if step_problem else None
+    if missing is not None:  # not a protocol: a dependency it imports when it steps (swarmtorch's CMA-ES, `cma`)
+        return form, factory, [*lines, f"requires: [{missing}]  # its step imports {missing}, not installed here "
+                                       f"({step_problem}): install it, then run init again for a spec that probed its step"]
+    skip = _unsteppable(cls, form, kwargs, step_problem) if step_problem else None
+    if skip is not None:
+        lines += _skip_lines(*skip)
+        return form, factory, lines
+    if step_problem:
+        lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
+    return form, factory, lines
+
+
+def _required_params_arguments(cls: type, kwargs: dict | None = None) -> list[str]:
+    """The constructor's required positional arguments that `kwargs` does not give (a required lr is
+    given): two where params are split across two arguments (Muon hybrids, a min-max game's players)."""
+    return [n for n, p in inspect.signature(cls).parameters.items()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"
+            and n not in (kwargs or {})]
+
+
+def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, form_lines: list[str]) -> str:
+    """A spec that loads and skips every test, saying what to fill in, for a constructor that refuses
+    every params form and model the plugin has: a model of its own kind (LoRA-Pro's), params nested in
+    a way no spec form gives (AdamSLS's list of lists). What it takes is the user's to give."""
+    shown = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
+    try:
+        construct(cls, "list", two_linear(), kwargs, "cpu")
+        refusal = ""
+    except Exception as exc:  # noqa: BLE001  # what it said of a plain list, which names what it wants instead
+        refusal = one_line(exc)
+    head = [f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+            f"optimizer: {optimizer}", f"kwargs: {{{shown}}}"]
+    default_case = ["cases:", "  - name: default", "devices: [cpu, cuda]"]
+    missing = _missing_module(refusal)
+    if missing is not None:  # gram_newton_schulz's Muon imports quack (CUDA kernels) as it constructs: a dependency
+        return "\n".join([*head, f"requires: [{missing}]  # its constructor imports {missing}, not installed here ({refusal}): "
+                                 "install it, then run init again for a spec that probed its step", *default_case, ""])
+    wanted = ("a model of its own kind: give `model:` a factory of one (called as factory(device=...))" if form == "model"
+              else _what_it_takes(cls, refusal))
+    reason = (f"{cls.__name__} refused every params form and model the plugin has; it takes {wanted}"
+              + ("" if wanted.endswith("not supported") else ", and remove this skip"))
+    extra = _extra_positional(cls)
+    if extra is not None and not _refuses_values(refusal):  # torchzero's Optimizer(params, *modules): the arguments
+        reason = (f"{cls.__name__} takes positional arguments after its params (*{extra}) and refused construction without "
+                  "them; a spec gives the constructor keyword arguments only: not supported")
+    taken = _step_arguments(cls)
+    if taken is not None:  # no params form would do: no run of the plugin's calls such a step
+        reason = _step_arguments_reason(taken)
+    players = _required_params_arguments(cls)
+    loss = _loss_value_parameter(cls)
+    if len(players) == 2 and loss is not None:  # CGDs' ACGD(max_params, min_params).step(loss): a min-max game
+        reason = (f"its constructor takes two sets of params ({', '.join(players)}) and its step the loss itself "
+                  f"(step({loss})): a two-player game's protocol, not torch.optim's: not supported")
+    return "\n".join([*head, *(["params: model"] if form == "model" else []), *form_lines, *default_case,
+                      "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
+
+
+_MISSING_ARGUMENTS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$")
+
+
+def _what_it_takes(cls: type, refusal: str) -> str:
+    """What a constructor that refused every params form takes, read off its refusal of a plain list:
+    arguments init had no guess for (infty's SAM: `base_optimizer`, `model`, `args`); no params at all
+    (gdtuo's SGD(alpha=0.01, ...), whose first argument is a number); objects of its own kind in its
+    first argument (ecoint8's int8 layers, read as `.w_i8`); else params nested in a form init could not
+    find (AdamSLS's list of lists)."""
+    missing = _MISSING_ARGUMENTS.search(refusal)
+    if missing:
+        arguments = re.findall(r"'(\w+)'", missing.group(1))
+        names = ", ".join(arguments)
+        if {"rank", "world_size"} & set(arguments):  # decent_optim_wrapper's: gossip between ranks it is told of
+            return (f"its rank in a process group ({names}): a distributed optimizer, one instance per process, which "
+                    "the plugin's runs (one process; ranks of DDP or FSDP2 each stepping a local optimizer) do not make: "
+                    "not supported")
+        return (f"arguments init has no guess for ({names}): give them under kwargs ({KWARG_OBJECTS}; docs/specs.md)")
+    first = next(iter(inspect.signature(cls).parameters.values()), None)
+    if first is None:
+        return "no arguments: it cannot be given params"
+    if isinstance(first.default, (int, float)) and not isinstance(first.default, bool):
+        return (f"no params: its first argument, `{first.name}`, is a number (default {first.default!r}); it is no "
+                "optimizer of params as torch.optim's are: not supported")
+    if re.search(r"'(Parameter|Tensor)' object has no attribute", refusal):
+        return (f"objects of its own kind in its first argument, `{first.name}`, which read attributes params lack: no params "
+                "form gives them: not supported")
+    if _refuses_values(refusal):  # SinkhornMuon: "... must have non-negative entries"
+        return (f"params unlike those of the plugin's models, whose values it checks ({refusal}): give `model:` a factory "
+                "of a model whose params it takes (called as factory(device=...); docs/specs.md)")
+    return "params in a form init could not find: give `params` groups it takes (docs/specs.md)"
+
+
+def _refuses_values(refusal: str) -> bool:
+    """Whether a constructor's refusal is a check of the values it was given (SinkhornMuon's non-negative
+    entries), not of the arguments it lacks (torchzero's modules after its params)."""
+    return refusal.startswith(("ValueError", "AssertionError"))
+
+
+def _extra_positional(cls: type) -> str | None:
+    """The name of the constructor's *args, which no spec gives, or None."""
+    return next((p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.VAR_POSITIONAL), None)
+
+
+def _what_to_fill_in(step_problem: str) -> str:
+    """What a spec could give a step that raised `step_problem` over the default model and params."""
+    if step_problem.startswith("KeyError"):  # a group key the step reads (Muon hybrids' use_muon), or a dict of its own
+        key = step_problem.partition(", at ")[0].removeprefix("KeyError: ")
+        return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
+                "use_muon so: [{min_ndim: 2, use_muon: true}, {use_muon: false}]); where not, the error is the optimizer's own")
+    if any(word in step_problem for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
+        return "fill in a `model` whose params it steps, or `params` groups that select them"
+    return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
+            "it needs, if it needs more than the defaults")
