@@ -287,7 +287,7 @@ class ClosureCompiles:
         """The step's own graph breaks among a compiled run's `breaks`: not the closure's frames', nor
         the one at the step's call into the closure (the plugin's, run eagerly by design)."""
         own = breaks - self.graph_breaks
-        return Counter({reason: n for reason, n in own.items() if CLOSURE_CALL not in reason})
+        return Counter({reason: n for reason, n in own.items() if not torch_api.break_names_function(reason, CLOSURE_CALL)})
 
     def step_not_compiled(self, step_graphs: int) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
@@ -336,7 +336,7 @@ def _counted_closure(closure: Callable[..., Any], into: ClosureCompiles) -> Call
     return torch_api.outside_step_trace(counted)
 
 
-CLOSURE_CALL = f"<function {_counted_closure.__name__}.<locals>.counted at "  # how dynamo's break at the step's call names it
+CLOSURE_CALL = f"{_counted_closure.__name__}.<locals>.counted"  # the function dynamo's break at the step's call names
 
 
 def make_scheduler(case: Any, opt: torch.optim.Optimizer) -> Any:

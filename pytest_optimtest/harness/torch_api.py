@@ -163,6 +163,12 @@ def graph_break_summary(reason: str) -> str:
     return " ".join(lines[:1] + hints)
 
 
+def break_names_function(reason: str, qualname: str) -> bool:
+    """Whether a dynamo graph-break reason is about the function `qualname` (dynamo's explanation of a
+    break at a call it skips prints the function's repr: "Skip inlining function <function f at 0x...>")."""
+    return f"<function {qualname} at " in reason
+
+
 def graph_break() -> None:
     """Break the graph here when traced by dynamo; a no-op eagerly."""
     import torch._dynamo
