@@ -188,6 +188,22 @@ class CallsTwice(torch.nn.Module):
         return self.foo(self.foo(x)).relu_()
 
 
+class LoopItemModel(torch.nn.Sequential):
+    """Reads a Python number off each layer's output in a loop: dynamo gives up on the forward's frame
+    (a graph break in a loop) and runs it eagerly, a frame of the closure's, not of the step's."""
+
+    def forward(self, x):
+        for layer in self:
+            x = layer(x)
+            if x.abs().max().item() > 1e6:
+                x = x / 2
+        return x
+
+
+def loop_item_model(device: str = "cpu") -> torch.nn.Module:
+    return LoopItemModel(*[torch.nn.Linear(10, 10, device=device) for _ in range(2)])
+
+
 class RankNoiseSGD(PlainSGD):
     """SGD plus noise from its own generator, seeded from the OS: every DDP rank draws different
     numbers, so the replicas drift apart."""

@@ -80,6 +80,12 @@ def test_a_closure_cases_graph_breaks_are_the_steps_own(tmp_path):
         "Failed to trace builtin operator"], run.break_lines()  # print's; not the closure's zero_grad, backward nor call
 
 
+def test_a_closure_frame_dynamo_gives_up_on_is_not_the_steps(tmp_path):
+    run = run_compiled(case_for(tmp_path, extra="closure: [true]\nmodel: planted:loop_item_model"))
+    assert run.closure.frames_given_up  # the model's forward: a graph break in its loop
+    assert not run.frames_given_up and not run.graph_breaks, run.break_lines()  # SGD's step compiles whole
+
+
 def test_params_that_do_not_move_make_a_vacuous_comparison(tmp_path):
     with pytest.raises(Vacuous, match="vacuous comparison: .* moved at most 0 tolerances"):
         run("parity", case_for(tmp_path, kwargs="{lr: 0.0}"))

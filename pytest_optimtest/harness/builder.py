@@ -282,12 +282,17 @@ class ClosureCompiles:
     kernels: int = 0
     frame_skipped: bool = False  # dynamo skips the step's frame once the closure breaks its graph (no tensor, no torch)
     graph_breaks: Counter = field(default_factory=Counter)  # dynamo's breaks in the closure's frames (zero_grad, backward)
+    frames_given_up: Counter = field(default_factory=Counter)  # closure frames dynamo ran eagerly (a model's loop)
 
     def step_breaks(self, breaks: Counter) -> Counter:
         """The step's own graph breaks among a compiled run's `breaks`: not the closure's frames', nor
         the one at the step's call into the closure (the plugin's, run eagerly by design)."""
         own = breaks - self.graph_breaks
         return Counter({reason: n for reason, n in own.items() if not torch_api.break_names_function(reason, CLOSURE_CALL)})
+
+    def step_frames_given_up(self, given_up: Counter) -> Counter:
+        """The step's own frames among a compiled run's `given_up` ones: not the closure's (its model's forward)."""
+        return given_up - self.frames_given_up
 
     def step_not_compiled(self, step_graphs: int) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
@@ -325,13 +330,14 @@ def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: boo
 def _counted_closure(closure: Callable[..., Any], into: ClosureCompiles) -> Callable[..., Any]:
     def counted(*args: Any, **named: Any) -> Any:  # backward_flag's one bool, passed on
         graphs, kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
-        breaks = torch_api.graph_break_counts()
+        breaks, given_up = torch_api.graph_break_counts(), torch_api.frames_given_up()
         try:
             return closure(*args, **named)
         finally:
             into.graphs += torch_api.captured_graph_count() - graphs
             into.kernels += torch_api.generated_kernel_count() - kernels
             into.graph_breaks += torch_api.graph_break_counts() - breaks
+            into.frames_given_up += torch_api.frames_given_up() - given_up
 
     return torch_api.outside_step_trace(counted)
 

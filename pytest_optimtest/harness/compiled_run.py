@@ -154,7 +154,8 @@ def _assembled(case: Case, eager: Run, compiled: Run, perturb: bool) -> Compiled
         case, eager.initial, eager=eager.final, compiled=compiled.final, warmup=compiled.compiles[:warm],
         steady=compiled.compiles[warm:], perturbations=compiled.perturbations,
         perturbation_failure=compiled.perturbation_failure, perturbed=perturb,
-        graph_breaks=compiled.closure.step_breaks(compiled.graph_breaks), frames_given_up=compiled.frames_given_up,
+        graph_breaks=compiled.closure.step_breaks(compiled.graph_breaks),
+        frames_given_up=compiled.closure.step_frames_given_up(compiled.frames_given_up),
         graph_count=compiled.graphs, closure=compiled.closure,
         compiled_step_seconds=compiled.step_seconds, eager_step_seconds=eager.step_seconds,
         eager_aliases=eager.aliases, compiled_aliases=compiled.aliases, draws_random="torch" in eager.draws)
