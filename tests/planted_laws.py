@@ -107,6 +107,22 @@ class ConstructorLrSGD(ForeachSGD):
         return self.lr
 
 
+class PositiveLrSGD(ForeachSGD):
+    """GPAAdamW's shape: its step asserts a positive lr, on purpose (it divides by the largest lr seen)."""
+
+    def _lr(self, group):
+        assert group["lr"] > 0, f"lr must be positive, got {group['lr']}"
+        return group["lr"]
+
+
+class PositiveConstructorLrSGD(ConstructorLrSGD):
+    """Refuses lr 0 as PositiveLrSGD does, and reads the lr it was constructed with, not the group's."""
+
+    def _lr(self, group):
+        assert group["lr"] > 0, f"lr must be positive, got {group['lr']}"
+        return self.lr
+
+
 class AscendingSGD(torch.optim.Optimizer):
     """Stateless, and adds the gradient: it climbs."""
 

@@ -117,6 +117,20 @@ def test_a_law_lengthens_its_horizon_to_a_measurable_move_before_calling_it_vacu
             CHECKS[law].run(still, RunCache())
 
 
+def test_an_optimizer_that_refuses_lr_0_on_purpose_is_held_to_the_rest_of_the_param_groups_law(tmp_path):
+    from pytest_optimtest.checks import CHECKS
+    from pytest_optimtest.harness.run_cache import RunCache
+
+    law = "checks: [law_param_groups]\nlaws: {param_groups: true}\n"
+    case = one_case(tmp_path, "optimizer: planted_laws:PositiveLrSGD\nkwargs: {lr: 0.01}\n" + law)
+    verdict = CHECKS["law_param_groups"].run(case, RunCache())  # GPAAdamW: its assert was the law's red
+    assert re.search(r"a group at lr 0 not run: the optimizer refuses lr 0 on purpose \(AssertionError: lr must be positive, "
+                     r"got 0.0, at \S*planted_laws.py:\d+\); changing one group's lr changed that group's next update only", verdict)
+    reading = one_case(tmp_path, "optimizer: planted_laws:PositiveConstructorLrSGD\nkwargs: {lr: 0.01}\n" + law)
+    with pytest.raises(AssertionError, match=r"law param_groups broken: scaling group 0's lr .* stepped exactly as with the old lr"):
+        CHECKS["law_param_groups"].run(reading, RunCache())
+
+
 def test_the_laws_init_proposes_for_a_correct_optimizer_pass(tmp_path):
     shutil.copy(TESTS / "planted_laws.py", tmp_path)
     init = subprocess.run([sys.executable, "-m", "pytest_optimtest", "init", "planted_laws:ForeachSGD", "-o", "spec.yaml"],

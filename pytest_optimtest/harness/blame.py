@@ -76,6 +76,16 @@ def told(exc: BaseException) -> str:
             + (f"\n  diagnosis: {found.note}" if found.note else ""))
 
 
+def refused_on_purpose(exc: BaseException) -> str:
+    """'file:line' of the optimizer's own `raise` or `assert` statement that raised `exc` (GPAAdamW's
+    `assert lr_max > 0`): a refusal of a value it does not take, on purpose, not a fault; else ''."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or _kind(frames[-1].filename) != "optimizer":
+        return ""
+    statement = (frames[-1].line or "").strip()
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if statement.startswith(("raise ", "assert ")) else ""
+
+
 def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
     """Who raised `exc`: the innermost frame that is not the standard library decides. Only frames
     below this plugin's last one count (pytest's and pluggy's above it are not the optimizer's).

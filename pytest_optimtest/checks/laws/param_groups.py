@@ -1,7 +1,8 @@
 """Law `param_groups`: each group's own hyperparameters are used. A group whose lr is zero does
-not move while another does; and setting one group's lr, as every LR scheduler does, changes
-that group's next update and only that one. An optimizer that reads the constructor's lr
-breaks both, and then every scheduler silently does nothing."""
+not move while another does (unless the optimizer refuses lr 0 on purpose, with a `raise` or
+`assert` of its own); and setting one group's lr, as every LR scheduler does, changes that
+group's next update and only that one. An optimizer that reads the constructor's lr breaks
+both, and then every scheduler silently does nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ...harness.blame import one_line, refused_on_purpose
 from ...harness.compare import max_movement
 from ...harness.isolation import isolated_case
 from ...harness.law_runs import Groups, law_grads, law_params, law_trajectory
@@ -27,25 +29,38 @@ def check_param_groups(case: Any, runs: Any) -> Verdict:
         params = law_params(case, laws.min_ndim, empty=False)
         steps, _ = law_horizon(case, params, tol, FIRST)
         grads = law_grads(case, steps + 1, params, scheduled=False)
-        lr = case.kwargs.get("lr")
-        zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}
-        run = law_trajectory(case, params, grads[:steps], groups=[(FIRST, {}), (SECOND, zero)])
-        initial = run.initial
-        moved_zero = {n: max_movement({n: initial[n]}, {n: run.final[n]}, tol) for n in SECOND}
-        still = {n: m for n, m in moved_zero.items() if m > 1}
-        if still:
-            shown = ", ".join(f"{n!r} by {m:.3g} tolerances" for n, m in still.items())
-            raise AssertionError(f"{case.id}: law param_groups broken: a group whose lr is 0 must not move; its params moved "
-                                 f"over {steps} steps ({shown}) while the other group's lr is the case's (does the step "
-                                 "read lr from the constructor, or another group, or add to it?)")
-        moved = max_movement({n: initial[n] for n in FIRST}, {n: run.final[n] for n in FIRST}, tol)
-        if moved < case.min_movement:
-            raise Vacuous(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
-                                 f"in {steps} steps ({HORIZON_TRIED}), so its lr-0 twin staying put proves nothing")
+        zero_lr = _zero_lr_group(case, params, grads, steps, tol)
         _changed_lr_changes_that_group_only(case, params, grads, steps)
-    return Verdict(f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps; changing one group's "
-                   "lr changed that group's next update only",
-                   {"steps": steps, "moved_tolerances": round(moved, 3), "lr0_group_moved_tolerances": round(max(moved_zero.values()), 3)})
+    said, evidence = zero_lr
+    return Verdict(f"{said}; changing one group's lr changed that group's next update only", {"steps": steps, **evidence})
+
+
+def _zero_lr_group(case: Any, params: dict, grads: list, steps: int, tol: Any) -> tuple[str, dict[str, Any]]:
+    """(what was seen, evidence) of a group at lr 0 beside one at the case's lr: it must stay put."""
+    lr = case.kwargs.get("lr")
+    zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}
+    try:
+        run = law_trajectory(case, params, grads[:steps], groups=[(FIRST, {}), (SECOND, zero)])
+    except Exception as exc:  # noqa: BLE001  # a refusal of lr 0 on purpose is a claim; anything else is the red
+        refusal = refused_on_purpose(exc)
+        if not refusal:
+            raise
+        return (f"a group at lr 0 not run: the optimizer refuses lr 0 on purpose ({one_line(exc)}, at {refusal})",
+                {"lr0_refused": refusal})
+    initial = run.initial
+    moved_zero = {n: max_movement({n: initial[n]}, {n: run.final[n]}, tol) for n in SECOND}
+    still = {n: m for n, m in moved_zero.items() if m > 1}
+    if still:
+        shown = ", ".join(f"{n!r} by {m:.3g} tolerances" for n, m in still.items())
+        raise AssertionError(f"{case.id}: law param_groups broken: a group whose lr is 0 must not move; its params moved "
+                             f"over {steps} steps ({shown}) while the other group's lr is the case's (does the step "
+                             "read lr from the constructor, or another group, or add to it?)")
+    moved = max_movement({n: initial[n] for n in FIRST}, {n: run.final[n] for n in FIRST}, tol)
+    if moved < case.min_movement:
+        raise Vacuous(f"{case.id}: vacuous: the group with the case's lr moved at most {moved:.3g} tolerances "
+                      f"in {steps} steps ({HORIZON_TRIED}), so its lr-0 twin staying put proves nothing")
+    return (f"an lr-0 group stayed while the other moved {moved:.3g} tol over {steps} steps",
+            {"moved_tolerances": round(moved, 3), "lr0_group_moved_tolerances": round(max(moved_zero.values()), 3)})
 
 
 # Factors the changed group's lr is scaled by, in turn, until its next update differs from the
