@@ -125,6 +125,17 @@ class ConstructorSeedMomentumSGD(MomentumSGD):
                 self.state[p]["seed"] = index
 
 
+class FirstParamStateSGD(MomentumSGD):
+    """Keeps state its group shares on the group's first param, made before any step (GPAAdamW's
+    train(), schedule-free's): DCP takes that for initialized state and makes none for the other params,
+    and its strict load then finds no entry for them."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        for group in self.param_groups:
+            self.state[group["params"][0]]["calls"] = torch.zeros(())
+
+
 def scalar_scale(device: str = "cpu") -> torch.nn.Module:
     """A model with a 0-d param (a learned scale): FSDP2 shards params along dim 0, and has none here."""
 

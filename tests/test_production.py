@@ -218,6 +218,14 @@ def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_pat
     assert "Create every state key on the first step" not in message
 
 
+def test_state_made_for_one_param_before_any_step_is_the_optimizers_doing_where_dcps_strict_load_raises(tmp_path):
+    case = one_case(tmp_path, _fsdp("planted_production:FirstParamStateSGD", "{compiled: false}"))
+    message = failure_of("checkpoint", case)  # GPAAdamW: this red said "torch's doing"
+    assert "loading at one process (whole params) raised: RuntimeError: Missing optimizer state for parameter '0.bias'" in message
+    assert "(the optimizer's doing, though torch raised it: see the diagnosis)" in message and "(torch's doing)" not in message
+    assert "the optimizer's doing: it holds state before its first step (0.weight: calls)" in message
+
+
 def test_state_kept_as_a_state_tensors_grad_is_named_where_a_dcp_resume_differs(tmp_path):
     """adancfgd's AdaFGD keeps the last grad as `state['param_prev'].grad`: DCP saves values, not attributes, so
     the resumed run steps with the grad its load-time init step left (zeros), a red that said no why."""

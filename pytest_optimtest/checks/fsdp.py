@@ -201,6 +201,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
                         if " in step" in (resumed.error or "") else "")
             problems.append(f"loading at {at} raised{stepping}: {resumed.error}")
             raised.append(resumed.raised)
+            held = held or resumed.held_before_load
             continue
         held = held or resumed.held_before_load
         loaded = _differences(f"loaded at {at}", saved, resumed.loaded, tol, f"saved on {ws} ranks")
@@ -213,7 +214,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
                       "differs from it over whole params in one process, so a run resumed at another world size "
                       "differs from the one that never stopped for that reason")
     if problems:
-        dropped = any("missing in loaded" in p for p in problems)
+        dropped = any("missing in loaded" in p or torch_api.dcp_missing_state(p) for p in problems)
         save_stepped = problems[0].startswith("saving changed")  # DCP's save stepped it: the red's cause
         why = (SAVE_STEPS if save_stepped else
                _constructor_state(held) if dropped and held else DROPPED_KEYS if dropped else "")
@@ -292,8 +293,8 @@ def _constructor_state(held: dict[str, list[str]]) -> str:
     shown = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in list(held.items())[:3])
     return (f"\n the optimizer's doing: it holds state before its first step ({shown}), so DCP's get_optimizer_state_dict "
             "takes that for initialized state and does not run its zero-lr step: a checkpoint loads only into the keys "
-            "the optimizer holds, and every other key it saved was dropped. Create state in step(), or all of it in "
-            "the constructor.")
+            "the optimizer holds, and every other key it saved is dropped (a strict load raises instead, for a param "
+            "it holds none for). Create state in step(), or all of it in the constructor.")
 
 
 FSDP = Check("fsdp", check_fsdp, "FSDP2-sharded params on N ranks, eager and compiled, vs whole params in one process",

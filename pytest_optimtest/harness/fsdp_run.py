@@ -235,7 +235,11 @@ def _resume(payload: _Resume, mesh: Any) -> Trained:
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None  # made before loading, as a training script does
     names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
     held = {names.get(p, f"<{type(p).__name__}>"): sorted(map(str, entry)) for p, entry in per_param_state(optimizer).items() if entry}
-    torch_api.dcp_load(model, optimizer, payload.checkpoint)
+    try:
+        torch_api.dcp_load(model, optimizer, payload.checkpoint)
+    except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict, with what the optimizer held before
+        premade = bool(held) and torch_api.dcp_missing_state(exc)  # held before a step: DCP made no state for the rest
+        return Trained(error=_described(exc, premade), raised=exc if mesh is None else None, held_before_load=held)
     if scheduler is not None and payload.scheduler is not None:
         scheduler.load_state_dict(payload.scheduler)
     loaded = _trained(model, optimizer, scheduler)
@@ -346,9 +350,10 @@ def _save_cause(exc: BaseException) -> tuple[str, str]:
     return mechanism(first[1], first[2]), root_cause(first[1], first[2])
 
 
-def _described(exc: BaseException) -> str:
+def _described(exc: BaseException, optimizers_doing: bool = False) -> str:
     """What raised, the line that raised it, and whose doing it is (for a DCP CheckpointException,
-    the first rank's own exception)."""
+    the first rank's own exception); `optimizers_doing`: the check's diagnosis says why it is the
+    optimizer's, though torch raised it."""
     first = _first_rank_failure(exc)
     if first is not None:
         ranks, cause, frames = first
@@ -359,6 +364,7 @@ def _described(exc: BaseException) -> str:
                 + " (inside torch.distributed.checkpoint)" + "".join(f"\n  via {f.filename}:{f.lineno}" for f in user[-2:]))
     found = blame(exc)
     where = found.where or found.innermost
-    return (f"{type(exc).__name__}: {exc}\n  raised at {where} ({found.owner}'s doing)\n"
+    owner = "the optimizer's doing, though torch raised it: see the diagnosis" if optimizers_doing else f"{found.owner}'s doing"
+    return (f"{type(exc).__name__}: {exc}\n  raised at {where} ({owner})\n"
             + (f"  diagnosis: {found.note}\n" if found.note else "")
             + (found.traceback() or "".join(traceback.format_exception(exc)[-6:])))

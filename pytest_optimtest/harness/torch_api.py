@@ -630,6 +630,12 @@ def dcp_save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: s
                  checkpoint_id=folder)
 
 
+def dcp_missing_state(error: BaseException | str) -> bool:
+    """Whether DCP's strict optimizer load raised for a param the loaded state holds no entry for
+    (torch/distributed/checkpoint/state_dict.py, _split_optim_state_dict; releases before it drop the entry)."""
+    return "Missing optimizer state for parameter" in str(error)
+
+
 def dcp_load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str) -> None:
     """Load a DCP checkpoint into the model and optimizer, resharded to this process group (or to
     this one process, with no process group at all)."""
