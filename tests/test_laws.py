@@ -175,10 +175,25 @@ def test_descent_steps_contiguous_params_only_where_the_laws_say_views_false(tmp
     from pytest_optimtest.harness.run_cache import RunCache
 
     spec = "optimizer: planted:ContiguousOnlySGD\nkwargs: {lr: 0.1}\nlaws: {descent: true%s}\n"
-    with pytest.raises(ValueError, match="requires contiguous parameters"):
+    with pytest.raises(AssertionError, match=r"raised over the law's non-contiguous \(transposed\) param, and steps with both "
+                       r"params contiguous: ValueError: ContiguousOnlySGD requires contiguous parameters(.|\n)*it refuses them on "
+                       r"purpose \(at \S*planted.py:\d+\): declare `laws: \{views: false\}`"):
         CHECKS["law_descent"].run(one_case(tmp_path, spec % ""), RunCache())
     verdict = CHECKS["law_descent"].run(one_case(tmp_path, spec % ", views: false"), RunCache())
     assert "(contiguous params only: views: false)" in verdict and "descent" in verdict, verdict
+
+
+def test_a_step_that_mishandles_a_non_contiguous_param_is_descents_red_saying_so(tmp_path):
+    """Distributed Shampoo `.view`s each param in its constructor: descent's red was its RuntimeError, with no word
+    of the transposed param the law gave it."""
+    from pytest_optimtest.checks import CHECKS
+    from pytest_optimtest.harness.run_cache import RunCache
+
+    case = one_case(tmp_path, "optimizer: planted:ViewUpdateSGD\nkwargs: {lr: 0.1}\nlaws: {descent: true}\n")
+    with pytest.raises(AssertionError, match=r"law descent broken: the optimizer raised over the law's non-contiguous \(transposed\) "
+                       r"param, and steps with both params contiguous: RuntimeError: view size is not compatible(.|\n)*in "
+                       r"_update \(optimizer's doing\)\n  a param handled as if contiguous"):
+        CHECKS["law_descent"].run(case, RunCache())
 
 
 @pytest.mark.parametrize(("optimizer", "couples", "evidence"), [

@@ -243,11 +243,12 @@ def complex_twin_run(case: Any, min_ndim: int, steps: int) -> tuple[torch.Tensor
     return torch.view_as_real(value), trajectory
 
 
-def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
+def descent_losses(case: Any, steps: int, contiguous_only: bool = False) -> tuple[list[float], bool]:
     """On a small least-squares problem with a contiguous and a transposed (non-contiguous) param (with
-    the laws' `max_ndim: 1`, a contiguous and a strided vector; with `views: false`, both contiguous),
-    the loss before each step and after the last, measured in float64 (a bf16 loss cannot show the
-    small steps a bf16 optimizer takes); and whether the steps were given the closure (law_closure)."""
+    the laws' `max_ndim: 1`, a contiguous and a strided vector; with `views: false` or `contiguous_only`,
+    both contiguous), the loss before each step and after the last, measured in float64 (a bf16 loss
+    cannot show the small steps a bf16 optimizer takes); and whether the steps were given the closure
+    (law_closure)."""
     with isolated_case(case):
         seed_all(case.seed)
         at = {"device": case.device, "dtype": param_dtype(case)}
@@ -256,7 +257,7 @@ def descent_losses(case: Any, steps: int) -> tuple[list[float], bool]:
         target = torch.randn(*((4,) if vectors else (4, 5))).to(**at)
         contiguous = torch.nn.Parameter(torch.zeros(4, *b.shape[1:], **at))
         transposed = torch.nn.Parameter(torch.zeros(4, 2, **at)[:, 0] if vectors else torch.zeros(5, 4, **at).t())  # non-contiguous
-        if not views(case):
+        if contiguous_only or not views(case):
             transposed = torch.nn.Parameter(transposed.detach().contiguous())
         try:
             optimizer = make_optimizer(case, [("contiguous", contiguous), ("transposed", transposed)])

@@ -8,6 +8,7 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
+from ...harness.blame import refused_on_purpose, told
 from ...harness.ladder import MOVES
 from ...harness.law_runs import descent_losses, views
 from ...spec.values import resolve
@@ -22,7 +23,7 @@ def check_descent(case: Any, runs: Any) -> Verdict:
     evidence: dict[str, Any] = {"steps": steps, "views": views(case)}
     directions = [False] + ([True] if _names_maximize(resolve(case.optimizer)) else [])
     for maximize in directions:
-        losses, closure = descent_losses(replace(case, kwargs={**case.kwargs, "maximize": True}) if maximize else case, steps)
+        losses, closure = _losses(replace(case, kwargs={**case.kwargs, "maximize": True}) if maximize else case, steps)
         stepped = f"{steps} {'closure steps' if closure else 'steps without a closure'}"
         start, end = losses[0], losses[-1]
         if not (end > start if maximize else end < start):
@@ -35,6 +36,26 @@ def check_descent(case: Any, runs: Any) -> Verdict:
         evidence["maximize" if maximize else "minimize"] = {"loss_start": start, "loss_end": end}
     params = "" if views(case) else " (contiguous params only: views: false)"
     return Verdict(f"{stepped}{params}: " + "; ".join(said), evidence)
+
+
+def _losses(case: Any, steps: int) -> tuple[list[float], bool]:
+    """descent_losses, where an error that only the non-contiguous param brings on says so: rerun with
+    both params contiguous, it steps (Distributed Shampoo's `.view` of each param in its constructor)."""
+    try:
+        return descent_losses(case, steps)
+    except Exception as exc:  # noqa: BLE001  # re-raised unless the views alone bring it on
+        if not views(case):
+            raise
+        try:
+            descent_losses(case, steps, contiguous_only=True)
+        except Exception:  # noqa: BLE001  # it raises without views too: its own error stands
+            raise exc from None
+        refusal = refused_on_purpose(exc)
+        why = (f"it refuses them on purpose (at {refusal}): declare `laws: {{views: false}}` in {case.spec_path}" if refusal else
+               "a param handled as if contiguous (`.view` where `.reshape` works, a raw pointer): the optimizer's doing; "
+               "`laws: {views: false}` if it refuses views on purpose")
+        raise AssertionError(f"{case.id}: law descent broken: the optimizer raised over the law's non-contiguous "
+                             f"(transposed) param, and steps with both params contiguous: {told(exc)}\n  {why}") from exc
 
 
 def _names_maximize(optimizer_cls: type) -> bool:
