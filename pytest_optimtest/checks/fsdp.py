@@ -195,15 +195,14 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
     for size in case.sections["fsdp"].load_world_sizes:
         at = "one process (whole params)" if size == 1 else f"{size} ranks"
         resumed = resume_on_ranks(run, size, runs.rank_pools)
+        held = held or resumed.held_before_load
         if resumed.error or resumed.loaded is None:
             stepping = (" (in the optimizer's step: loading steps a fresh optimizer once, with zero grads at lr 0, to "
                         "create the state it loads into; torch/distributed/checkpoint/state_dict.py, _init_optim_state)"
                         if " in step" in (resumed.error or "") else "")
             problems.append(f"loading at {at} raised{stepping}: {resumed.error}")
             raised.append(resumed.raised)
-            held = held or resumed.held_before_load
             continue
-        held = held or resumed.held_before_load
         loaded = _differences(f"loaded at {at}", saved, resumed.loaded, tol, f"saved on {ws} ranks")
         problems += [f"right after loading at {at}, vs the state saved on {ws} ranks: {d}" for d in loaded]
         if not loaded and not (sharded_differs and size != ws):

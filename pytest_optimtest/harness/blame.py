@@ -82,8 +82,12 @@ def refused_on_purpose(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames or _kind(frames[-1].filename) != "optimizer":
         return ""
-    statement = (frames[-1].line or "").strip()
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if statement.startswith(("raise ", "assert ")) else ""
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if refusal_statement(frames[-1].line or "") else ""
+
+
+def refusal_statement(line: str, asserted: bool = True) -> bool:
+    """Whether a source line refuses on purpose: a `raise` statement, or (with `asserted`) an `assert`."""
+    return line.strip().startswith(("raise ", "assert ") if asserted else "raise ")
 
 
 def blame(exc: BaseException, handler_frames: int = 0) -> Blame:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..harness.blame import blame, one_line
+from ..harness.blame import blame, one_line, refusal_statement
 from ..harness.builder import make_closure, requires_closure
 from ..harness.compare import max_movement
 from ..harness.param_forms import construct
@@ -103,7 +103,7 @@ def _raised_on_purpose(problem: str, asserted: bool = False) -> bool:
     """Whether the line a step's error names is a `raise` statement of the optimizer's own (torch_constrained's
     "Need to call extrapolation before calling step."), or with `asserted` an `assert` (Adams_ZeRO's `assert
     p.is_contiguous()`, a claim about the params it takes): a protocol it enforces, not an accident."""
-    return _raising_line(problem).strip().startswith(("raise ", "assert ") if asserted else "raise ")
+    return refusal_statement(_raising_line(problem), asserted)
 
 
 def _probe_run(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
