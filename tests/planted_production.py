@@ -136,6 +136,17 @@ class FirstParamStateSGD(MomentumSGD):
             self.state[group["params"][0]]["calls"] = torch.zeros(())
 
 
+class FirstParamFlagSGD(MomentumSGD):
+    """Keeps a bool flag its group shares on the group's first param (GPAAdamW's train mode): torch's load
+    casts it to the param's dtype, and under ZeRO each rank's shard has a first param of its own."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            self.state[group["params"][0]].setdefault("flag", torch.tensor(True))
+        return super().step(closure)
+
+
 def scalar_scale(device: str = "cpu") -> torch.nn.Module:
     """A model with a 0-d param (a learned scale): FSDP2 shards params along dim 0, and has none here."""
 

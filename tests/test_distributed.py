@@ -81,6 +81,15 @@ def test_zero_catches_an_optimizer_that_couples_params(tmp_path):
     assert "ZeRO vs unsharded on rank" in str(failure("zero", case))
 
 
+def test_zero_leaves_the_dtype_cast_to_state_dicts_red_and_reports_the_rest(tmp_path):
+    """GPAAdamW: a bool flag on the group's first param; zero's red listed torch's cast of it, state_dict's red too."""
+    case = one_case(tmp_path, spec("planted_production:FirstParamFlagSGD", checks="[state_dict, zero]"))
+    assert "'flag']: dtype torch.float32 != reference torch.bool" in str(failure("state_dict", case))
+    message = str(failure("zero", case))
+    assert "(less 1 dtype cast(s) by torch's load_state_dict, state_dict's red)" in message, message
+    assert "['flag']: only in loaded run" in message and "dtype torch.float32" not in message, message
+
+
 def test_an_optimizer_refusing_what_zero_hands_it_is_zeros_one_red_and_ddp_still_runs(tmp_path):
     # RMSGD: ZeRO hands the class param groups, whose `requires_grad` it reads; the ranks crashed, both items red
     case = one_case(tmp_path, spec("planted_unseen:NoGroupsSGD"))
