@@ -1430,3 +1430,20 @@ class NumpyRoundTripSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.sub_(torch.from_numpy(p.grad.numpy() * group["lr"]))
+
+
+@torch.compile(fullgraph=True, dynamic=False, backend="eager")
+def _scaled_grad(grad: torch.Tensor, lr: float) -> torch.Tensor:
+    return grad * lr
+
+
+class SelfCompilingSGD(PlainSGD):
+    """Correct SGD whose update is a fullgraph torch.compile of its own (Dion's Newton-Schulz): each
+    param shape, dtype and lr is a compile of its own, and a test item (from a reset) stays under dynamo's limit."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.state[p]["last_update"] = _scaled_grad(p.grad, group["lr"])
+                    p.sub_(self.state[p]["last_update"])

@@ -246,6 +246,17 @@ def test_init_finds_the_rng_use_of_a_step_that_requires_a_closure(tmp_path):
     assert "\nfallback_random: true  # its step draws from torch's RNG" in text, text
 
 
+def test_init_probes_an_optimizer_that_compiles_itself_as_a_test_item_runs_it():
+    """microsoft/dion's optimizers compile their own update with fullgraph: init's probes, one process for
+    dozens of shapes, dtypes and lrs, ran into dynamo's recompile limit and left out what a test item (from
+    a reset) steps: tensor_lr, the dtypes and zero_lr properties, a fuzz shape, each "refused" by the limit."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_unseen:SelfCompilingSGD")
+    assert "RecompileLimit" not in text and "left out" not in text, text
+    assert "\n  - name: tensor_lr" in text and "\n  dtypes: {" in text and "\n  zero_lr: {" in text, text
+
+
 def test_init_proposes_no_property_for_a_constructor_that_takes_the_model(tmp_path):
     """SIRFShampoo takes the model: every property it was proposed was red "falsified" by its constructor's
     NotApplicable (the properties step loose params), blamed on the optimizer."""

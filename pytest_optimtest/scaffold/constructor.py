@@ -13,10 +13,9 @@ import torch
 from ..harness.blame import one_line
 from ..harness.builder import make_closure, takes_closure
 from ..harness.law_runs import unstored_kwargs
-from ..harness.param_forms import construct
 from ..models import IN_FEATURES, two_linear
 from ..spec.values import BaseOptimizer, DEFAULT_BASE, takes_keyword, wrapped_optimizer_argument
-from .probe import ProbeTimeout, _PROBE_SLOW, _constructs, _probe_run, _stepped, _time_bounded
+from .probe import _construct, ProbeTimeout, _PROBE_SLOW, _constructs, _probe_run, _stepped, _time_bounded
 
 
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
@@ -98,7 +97,7 @@ def _ignores_its_loss(cls: type, kwargs: dict) -> bool:
         torch.manual_seed(0)
         model, batch = two_linear(), torch.randn(10, IN_FEATURES)
         try:
-            optimizer = construct(cls, "list", model, kwargs, "cpu")
+            optimizer = _construct(cls, "list", model, kwargs)
             closure = make_closure(model, optimizer, batch, lambda out, target=target: (out - target).pow(2).sum())
             closure()
             with torch.no_grad(), _time_bounded():
@@ -167,11 +166,11 @@ def _lr_refusal(cls: type, lr: float) -> str | None:
     off), where it constructs without one; or, taking it only through **kwargs, why its step does
     (torchmin's Minimizer passes them to minimize()), where it steps without one; else None."""
     try:
-        construct(cls, "list", two_linear(), {"lr": lr}, "cpu")
+        _construct(cls, "list", two_linear(), {"lr": lr})
     except Exception as exc:  # noqa: BLE001  # refused with lr: is it the lr?
         refusal = one_line(exc)
         try:
-            construct(cls, "list", two_linear(), {}, "cpu")
+            _construct(cls, "list", two_linear(), {})
         except Exception:  # noqa: BLE001  # refused without it too: something else is missing, not the lr's fault
             return None
         return refusal
@@ -233,7 +232,7 @@ def _rejection(cls: type, base: dict, kwargs: dict, form: Any, factory: Any, bas
     or where the step raised `base_problem`, the default case's own error (SGD_boost's KeyError without its
     warmup_step: no option's refusal)."""
     try:
-        construct(cls, form, factory(), {**base, **kwargs}, "cpu")
+        _construct(cls, form, factory(), {**base, **kwargs})
     except Exception as exc:  # whatever the constructor raises is its verdict on these kwargs
         return one_line(exc)
     problem = _stepped(cls, form, {**base, **kwargs}, factory, steps=1)[1]
@@ -249,7 +248,7 @@ def _stored_flags(cls: type, form: Any, kwargs: dict, flags: tuple[str, ...],
         if not takes_keyword(cls, flag):
             continue
         try:
-            optimizer = construct(cls, form, factory(), {**kwargs, flag: True}, "cpu")
+            optimizer = _construct(cls, form, factory(), {**kwargs, flag: True})
         except Exception:  # noqa: BLE001  # refused: nothing to propose over it
             continue
         if unstored_kwargs(optimizer, [flag]):

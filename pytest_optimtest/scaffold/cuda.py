@@ -9,10 +9,9 @@ from typing import Any
 
 import torch
 
-from ..harness.param_forms import construct
 from ..models import two_linear, two_linear_no_bias
 from .lines import _head, _scalar
-from .probe import _bf16_two_linear, _located, _raising_line, _stepped
+from .probe import _construct, _bf16_two_linear, _located, _raising_line, _stepped
 
 
 # What an error raised without a GPU says when the code wants one: a check of its own (FlashAdam's "Quantization
@@ -35,7 +34,7 @@ def _cpu_problems(cls: Any, kwargs: dict) -> tuple[list[str], tuple[str, Any] | 
         dtype = torch.bfloat16 if factory is _bf16_two_linear else torch.float32
         for form in ("list", "named", "model"):
             try:
-                construct(cls, form, factory(), kwargs, "cpu")
+                _construct(cls, form, factory(), kwargs)
             except Exception as exc:  # noqa: BLE001  # the constructor's verdict; the next form is tried
                 problems.append(_located(exc))
                 continue

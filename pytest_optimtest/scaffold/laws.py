@@ -7,10 +7,9 @@ from typing import Any
 
 from ..checks.laws.section import ON_BY_DEFAULT
 from ..harness.blame import one_line
-from ..harness.param_forms import construct
 from ..harness.snapshot import groups_hold_settings
 from ..models import two_diagonal, two_linear_no_bias
-from .probe import _PROBE_BACKWARD
+from .probe import _construct, _PROBE_BACKWARD
 
 
 def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bool = True, views: bool = True,
@@ -53,7 +52,7 @@ def _laws(cls: type, lr: float | None, factory: Any, stored: set[str], empty: bo
 def _groups_hold_settings(cls: type, factory: Any, lr: float) -> bool:
     """Whether the optimizer keeps its param groups as torch.optim's dicts (True where it does not construct)."""
     try:
-        return groups_hold_settings(construct(cls, "list", factory(), {"lr": lr}, "cpu"))
+        return groups_hold_settings(_construct(cls, "list", factory(), {"lr": lr}))
     except Exception:  # noqa: BLE001  # the form probes already said how it constructs
         return True
 

@@ -11,12 +11,11 @@ from typing import Any
 import torch
 
 from ..harness.blame import one_line
-from ..harness.param_forms import construct
 from ..models import two_diagonal, two_linear, two_linear_no_bias
 from ..spec.schema import ParamGroup
 from ..spec.values import KWARG_OBJECTS, takes_a_model
 from .lines import _skip_lines
-from .probe import _bf16_two_linear, _constructs, _first_step_problem, _stepped, _stepped_with
+from .probe import _construct, _bf16_two_linear, _constructs, _first_step_problem, _stepped, _stepped_with
 from .step_protocol import (_backward_protocol, _loss_value_parameter, _missing_module, _step_arguments,
                             _step_arguments_reason, _unsteppable)
 
@@ -35,7 +34,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     if len(required) == 2:  # params split across two arguments: Muon hybrids take matrices first
         split = [ParamGroup(min_ndim=2, argument=required[0]), ParamGroup(argument=required[1])]
         try:
-            construct(cls, split, two_linear(), kwargs, "cpu")
+            _construct(cls, split, two_linear(), kwargs)
             stepped = _stepped(cls, split, kwargs, two_linear, steps=1)[1]
             taken = _step_arguments(cls)
             if stepped is not None and taken is None:  # it took a list where it wants an object (SAM's base optimizer)
@@ -54,7 +53,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     factory: Any = two_linear
     for form in ("list", "named", "model"):
         try:
-            construct(cls, form, two_linear(), kwargs, "cpu")
+            _construct(cls, form, two_linear(), kwargs)
             break
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
@@ -70,7 +69,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         if not form:
             flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
             try:  # Muon's hybrids take only groups flagged `use_muon` (Keller Jordan's MuonWithAuxAdam and its copies)
-                construct(cls, flagged, two_linear(), kwargs, "cpu")
+                _construct(cls, flagged, two_linear(), kwargs)
             except Exception:  # noqa: BLE001  # not that convention either: say what to fill in
                 if takes_a_model(cls):  # a model of its own kind (LoRA-Pro's LoRA pairs): none of the plugin's
                     return "model", None, [f"# its constructor takes a model, and refused the plugin's ({problems['model']})",
@@ -136,7 +135,7 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     a way no spec form gives (AdamSLS's list of lists). What it takes is the user's to give."""
     shown = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
     try:
-        construct(cls, "list", two_linear(), kwargs, "cpu")
+        _construct(cls, "list", two_linear(), kwargs)
         refusal = ""
     except Exception as exc:  # noqa: BLE001  # what it said of a plain list, which names what it wants instead
         refusal = one_line(exc)

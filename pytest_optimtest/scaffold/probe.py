@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..harness import torch_api
 from ..harness.blame import blame, one_line, refusal_statement
 from ..harness.builder import make_closure, requires_closure
 from ..harness.compare import max_movement
@@ -86,9 +87,18 @@ def _bf16_two_linear(device: str = "cpu") -> torch.nn.Module:
     return two_linear(device=device).to(torch.bfloat16)
 
 
+def _construct(cls: type, form: Any, params: Any, kwargs: dict) -> Any:
+    """The optimizer a probe steps, built on CPU from dynamo's state as fresh as a test item's: what an
+    optimizer compiles itself (Dion's fullgraph Newton-Schulz) would otherwise count the recompiles of
+    every probe before it against dynamo's limit, and refuse a later probe's shapes and dtypes."""
+    if torch_api.captured_graph_count():
+        torch_api.reset_compile_state()
+    return construct(cls, form, params, kwargs, "cpu")
+
+
 def _constructs(cls: type, form: str, factory: Any, kwargs: dict) -> bool:
     try:
-        construct(cls, form, factory(), kwargs, "cpu")
+        _construct(cls, form, factory(), kwargs)
     except Exception:  # noqa: BLE001  # the constructor's verdict on this form and model
         return False
     return True
@@ -112,7 +122,7 @@ def _probe_run(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
     over `factory`'s model in `dtype`; raises what the optimizer raised."""
     torch.manual_seed(0)
     model = factory().to(dtype)
-    optimizer = construct(cls, form, model, kwargs, "cpu")
+    optimizer = _construct(cls, form, model, kwargs)
     closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES).to(dtype), lambda out: out.pow(2).sum(),
                            backward=_PROBE_BACKWARD.get())
     closure()
@@ -151,7 +161,7 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
     batch = torch.randn(10, IN_FEATURES).to(dtype)
     closure = closure or backward != "plain" or _PROBE_CLOSURE.get()  # grads set beforehand have no graph for such a step
     try:
-        optimizer = construct(cls, form, model, kwargs, "cpu")
+        optimizer = _construct(cls, form, model, kwargs)
         loss = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=backward)
         loss.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
 

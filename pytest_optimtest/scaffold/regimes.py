@@ -13,9 +13,8 @@ from ..checks.laws.section import Laws
 from ..harness.blame import one_line
 from ..harness.builder import step_on_grads
 from ..harness.compare import max_movement
-from ..harness.param_forms import construct
 from ..spec.schema import DEFAULT_TOLERANCES
-from .probe import _PROBE_BACKWARD, _PROBE_CLOSURE, _located, _probe_run, _raised_on_purpose, _raising_line, _stepped
+from .probe import _construct, _PROBE_BACKWARD, _PROBE_CLOSURE, _located, _probe_run, _raised_on_purpose, _raising_line, _stepped
 
 
 _DTYPE_WORDS = re.compile(r"bfloat16|bf16|float16|fp16|half|float32|fp32|float64|dtype|precision", re.IGNORECASE)
@@ -126,7 +125,7 @@ def _law_regime_movement(cls: type, form: Any, factory: Any, lr: float, dtype: t
                 p.copy_(torch.randn_like(p))
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
         try:
-            optimizer = construct(cls, form, model, {"lr": lr}, "cpu")
+            optimizer = _construct(cls, form, model, {"lr": lr})
             for _ in range(Laws.model_fields["steps"].default):
                 for p in model.parameters():
                     p.grad = torch.randn_like(p)
@@ -217,7 +216,7 @@ def _zero_lr_problem(cls: type, form: Any, base: dict, shapes: Sequence[tuple[in
     params = _loose_params(shapes, dtype)
     before = [p.detach().clone() for p in params]
     try:
-        step_on_grads(construct(cls, form, params, {**base, "lr": 0.0}, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
+        step_on_grads(_construct(cls, form, params, {**base, "lr": 0.0}), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # as the refusal probe's, on a second try
         return f"raised {one_line(exc)}"
     if any(not torch.equal(b, p.detach()) for b, p in zip(before, params)):
@@ -231,7 +230,7 @@ def _refusal(cls: type, form: Any, kwargs: dict, shapes: Sequence[tuple[int, ...
     asked) raised, with the line that raised it where `located`, or None."""
     params = _loose_params(shapes, dtype, transposed)
     try:
-        step_on_grads(construct(cls, form, params, kwargs, "cpu"), params, needs_closure, _PROBE_BACKWARD.get())
+        step_on_grads(_construct(cls, form, params, kwargs), params, needs_closure, _PROBE_BACKWARD.get())
     except Exception as exc:  # noqa: BLE001  # the optimizer's verdict on those shapes
         return _located(exc) if located else one_line(exc)
     return None

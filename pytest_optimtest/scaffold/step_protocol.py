@@ -11,12 +11,11 @@ from typing import Any
 import torch
 
 from ..harness.builder import backward_flag, closure_taken_as_value, make_closure, requires_closure, step_parameters
-from ..harness.param_forms import construct
 from ..models import IN_FEATURES, two_linear
 from ..setups import train_mode
 from .constructor import _numeric
 from .lines import _too_slow
-from .probe import (ProbeTimeout, _PROBE_BACKWARD, _PROBE_CLOSURE, _probed_class, _raised_on_purpose, _stepped,
+from .probe import (_construct, ProbeTimeout, _PROBE_BACKWARD, _PROBE_CLOSURE, _probed_class, _raised_on_purpose, _stepped,
                     _stepped_with, _time_bounded)
 
 
@@ -181,7 +180,7 @@ def _closure_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
     model, batch = two_linear(), torch.randn(10, IN_FEATURES)
     calls: list[tuple[tuple, dict]] = []
     try:
-        optimizer = construct(cls, form, model, kwargs, "cpu")
+        optimizer = _construct(cls, form, model, kwargs)
         served = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum())
 
         def closure(*args: Any, **named: Any) -> torch.Tensor:
@@ -218,7 +217,7 @@ def _steps_sparse_grads_only(cls: type, form: Any, kwargs: dict) -> bool:
     param = torch.nn.Parameter(torch.randn(10, 4))
     param.grad = torch.randn(10, 4).to_sparse()
     try:
-        construct(cls, form, [("weight", param)], kwargs, "cpu").step()
+        _construct(cls, form, [("weight", param)], kwargs).step()
     except Exception:  # noqa: BLE001  # it refuses sparse grads too: not a sparse-gradient optimizer
         return False
     return True
