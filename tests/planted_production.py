@@ -184,3 +184,21 @@ def summed_grads(device: str = "cpu") -> torch.nn.Module:
             return _RankScaledGrad.apply(super().forward(x))
 
     return Summed(*[torch.nn.Linear(10, 10, device=device) for _ in range(2)])
+
+
+class MeshSGD(MomentumSGD):
+    """Correct momentum SGD that takes the mesh its DTensor params are sharded over and refuses them
+    without it (Dion's `distributed_mesh`); a plain run gives it None."""
+
+    def __init__(self, params, distributed_mesh: torch.distributed.device_mesh.DeviceMesh | None = None, lr=0.1):
+        super().__init__(params, lr)
+        self.distributed_mesh = distributed_mesh
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if isinstance(p, torch.distributed.tensor.DTensor) and self.distributed_mesh is None:
+                    raise RuntimeError("Must create optimizer with DeviceMesh if using DTensor parameters.")
+                if isinstance(p, torch.distributed.tensor.DTensor) and p.device_mesh != self.distributed_mesh:
+                    raise RuntimeError("the params are sharded over another mesh than the optimizer's")
+        super()._update()

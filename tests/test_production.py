@@ -155,6 +155,40 @@ def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tm
     assert "planted_production.py" in message and "(optimizer's doing)" in message
 
 
+def test_an_optimizer_that_takes_its_mesh_gets_fsdps_where_the_spec_asks_and_is_skipped_saying_so_where_not(tmp_path):
+    """microsoft/dion's optimizers refuse DTensor params unless constructed with the mesh they are sharded over:
+    fsdp was red ("Must create optimizer with DeviceMesh"), the optimizer's doing, where no spec could give it."""
+    without = one_case(tmp_path, _fsdp("planted_production:MeshSGD", checks="[fsdp, checkpoint]"))
+    runs = RunCache()
+    for check in ("fsdp", "checkpoint"):
+        with pytest.raises(NotApplicable, match=r"takes `distributed_mesh` .* `kwargs: \{distributed_mesh: \{device_mesh: fsdp\}\}`"):
+            run_check(check, without, runs)
+    runs.close()
+    (tmp_path / "mesh").mkdir()
+    given = one_case(tmp_path / "mesh", "optimizer: planted_production:MeshSGD\nkwargs: {lr: 0.05, distributed_mesh: {device_mesh: fsdp}}\n"
+                                        "fsdp: {load_world_sizes: [1, 2]}\nchecks: [fsdp, checkpoint]\n")
+    runs = RunCache()
+    assert "over DTensor params on 2 ranks" in run_check("fsdp", given, runs)
+    assert "loaded at world size 1, 2" in run_check("checkpoint", given, runs)
+    runs.close()
+
+
+def test_init_gives_fsdps_mesh_to_the_one_argument_that_takes_a_mesh_and_the_spec_loads(tmp_path):
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_production:MeshSGD")
+    assert ", distributed_mesh: {device_mesh: fsdp}}" in text.split("\nkwargs: ", 1)[1].splitlines()[0], text
+    assert cases_from(tmp_path, text)
+
+
+@pytest.mark.parametrize("value", ["{device_mesh: world}", "{device_mesh: [fsdp]}"])
+def test_a_device_mesh_value_names_only_fsdps_mesh(tmp_path, value):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"optimizer: planted_production:MeshSGD\nkwargs: {{distributed_mesh: {value}}}\n")
+    with pytest.raises(SpecError, match=r"spec.yaml:2.*distributed_mesh.*\{device_mesh: \.\.\.\} takes one of fsdp"):
+        cases_from(tmp_path, path.read_text())
+
+
 def test_a_sharded_step_that_raises_is_fsdps_one_red_and_blocks_checkpoint(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp, checkpoint]"))
     runs = RunCache()

@@ -21,7 +21,8 @@ from ..harness.snapshot import params_in_groups_diagnosis, tensor_attributes_dia
 from ..harness.vacuity import (Blocked, Vacuous, require_beyond_amplified_rounding, require_beyond_amplified_ulp,
                                require_moved)
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
-from ..spec.values import resolve
+from ..spec.case import shown_path
+from ..spec.values import mesh_arguments, resolve
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
 from .state_dict import require_strings_kept
@@ -69,9 +70,24 @@ def _tolerance(case: Any) -> Tolerance:
     return case.sections["fsdp"].tolerance or case.tolerance
 
 
+def _mesh_not_given(case: Any, trained: Trained) -> None:
+    """Where the sharded run raised and the constructor takes a mesh the spec leaves unset (Dion's
+    `distributed_mesh`: its step over DTensor params refuses to run without it), the run said nothing
+    of the optimizer: skip, saying which kwarg to give."""
+    meshes = mesh_arguments(resolve(case.optimizer))
+    given = [name for name in meshes if isinstance(case.kwargs.get(name), dict) and "device_mesh" in case.kwargs[name]]
+    if trained.error and meshes and not given:
+        raise NotApplicable(
+            f"{case.id}: its constructor takes {' or '.join(f'`{m}`' for m in meshes)} (a DeviceMesh or ProcessGroup), "
+            f"which the spec leaves unset, and its step over FSDP2's DTensor params raised: "
+            f"{trained.error.splitlines()[0]}; give it the mesh the run shards over: `kwargs: {{{meshes[0]}: "
+            f"{{device_mesh: fsdp}}}}` in {shown_path(case.spec_path)} (None in every run whose params are whole)")
+
+
 def _raised(case: Any, what: str, trained: Trained, state_of: Trained | None = None) -> None:
     """Raise where the run raised; `state_of`: the run whose state tells why (the eager sharded one's):
     a plain shard-shaped tensor that met a DTensor is that state's root cause (checkpoint's too)."""
+    _mesh_not_given(case, trained)
     if trained.error:
         raise _red(f"{case.id}: {what} raised on rank 0 (the same step over whole params in one process "
                    f"does not): {trained.error}", state_of or trained)
@@ -166,6 +182,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         if "fsdp" not in case.checks:
             raise
         raise Blocked(f"blocked by fsdp: {str(exc).splitlines()[0]}") from None
+    _mesh_not_given(case, run.eager)
     if run.eager.error and "fsdp" in case.checks:  # the one sharded run both read: fsdp's red, not a second one
         raise Blocked(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
                             f"{run.eager.error.splitlines()[0]}")

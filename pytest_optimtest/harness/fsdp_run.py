@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..spec.case import Case
+from ..spec.values import sharding_mesh
 from . import torch_api
 from .blame import blame, mechanism, one_line, optimizer_frame, root_cause
 from .builder import (build_model, compile_step, loss_for, make_data, make_optimizer, make_scheduler, param_dtype,
@@ -187,11 +188,13 @@ def resume_main(payload: _Resume, rank: int, world_size: int) -> Trained:
 def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> Trained:
     seed_all(case.seed)
     model = build_model(case)
+    mesh = _mesh(case, world_size)
     try:
-        _sharded(model, _mesh(case, world_size))
+        _sharded(model, mesh)
     except Exception as exc:  # the spec's model, not the optimizer: the checks cannot apply
         return Trained(unshardable=f"{type(exc).__name__}: {exc}")
-    optimizer = make_optimizer(case, model)
+    with sharding_mesh(mesh):
+        optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None
     reads: list[list[traceback.FrameSummary]] = []
     step = (compile_step(optimizer, backend=rank_ordered_inductor(rank, payload.run_key)) if payload.compiled else
@@ -231,7 +234,8 @@ def _resume(payload: _Resume, mesh: Any) -> Trained:
     model = build_model(case)
     if mesh is not None:
         model = _sharded(model, mesh)
-    optimizer = make_optimizer(case, model)
+    with sharding_mesh(mesh):
+        optimizer = make_optimizer(case, model)
     scheduler = make_scheduler(case, optimizer) if case.scheduler else None  # made before loading, as a training script does
     names: dict[Any, str] = {p: name for name, p in model.named_parameters()}
     held = {names.get(p, f"<{type(p).__name__}>"): sorted(map(str, entry)) for p, entry in per_param_state(optimizer).items() if entry}

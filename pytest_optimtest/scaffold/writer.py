@@ -23,7 +23,7 @@ import torch
 from ..harness.blame import one_line
 from ..harness.devices import unavailable_reason
 from ..items import missing_requirements
-from ..spec.values import optimizer_class_problem, resolve, takes_keyword
+from ..spec.values import mesh_arguments, optimizer_class_problem, resolve, takes_keyword
 from .constructor import (_constructible, _lr_refusal, _rejection, _required_fills, _required_instances, _seed_fill,
                           _stored_flags, _wrapped_base)
 from .cuda import _cpu_switches, _cuda_defaults_case, _cuda_need, _cuda_only_spec
@@ -45,6 +45,21 @@ def starter_spec(optimizer: str) -> tuple[str, str]:
     prints while it is tried goes to stderr: `init -o -` writes the spec itself to stdout."""
     with contextlib.redirect_stdout(sys.stderr):
         return contextvars.copy_context().run(_starter_spec, optimizer)  # the protocol it finds is this spec's alone
+
+
+def _mesh_kwarg(cls: type) -> tuple[str, list[str]]:
+    """(the kwargs text, the notes) that give FSDP2's mesh to the one constructor argument that takes a
+    DeviceMesh (Dion's `distributed_mesh`: its step refuses DTensor params without it); where several
+    do, a note to pick the one FSDP2 shards over. The probes build with the default, as whole-param runs do."""
+    meshes = mesh_arguments(cls)
+    if len(meshes) == 1:
+        return f", {meshes[0]}: {{device_mesh: fsdp}}", [
+            f"{meshes[0]}: the mesh the fsdp and checkpoint checks shard over, None in every other run (it is annotated "
+            "as a DeviceMesh or ProcessGroup)"]
+    if meshes:
+        return "", [f"its constructor takes the meshes {', '.join(meshes)}: give the one FSDP2 shards over as `<name>: "
+                    "{device_mesh: fsdp}` in kwargs, or the fsdp and checkpoint checks skip saying so (docs/specs.md)"]
+    return "", []
 
 
 def _starter_spec(optimizer: str) -> tuple[str, str]:
@@ -126,7 +141,10 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         (f"{problem}{_with(kwargs, base)}" for kwargs in every_case[1:]
          if (problem := _zero_lr_problem(probe, form, kwargs, claimed, dtype, needs_closure)) is not None), None)
         if has_lr else None)
-    shown_fills = "".join(f", {k}: {_scalar(v)}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
+    mesh_fill, mesh_notes = _mesh_kwarg(cls)
+    fill_notes = [*fill_notes, *mesh_notes]
+    shown_fills = ("".join(f", {k}: {_scalar(v)}" for k, v in fills.items()) + "".join(f", {k}: {v}" for k, v in instance_lines.items())
+                   + mesh_fill)
     tensor_lr_refusal = _rejection(probe, base, {"lr": torch.tensor(lr)}, form, factory, base_problem) if has_lr else None
     lines = [
         f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",

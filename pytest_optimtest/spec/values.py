@@ -8,6 +8,8 @@
 - ``{optimizer: "torch.optim.SGD", kwargs: {lr: 0.1}}``: that optimizer over the same params as
   the optimizer under test, built when it is (a wrapper's base optimizer, as SAM's ``optim``);
   `bind_base_optimizers` builds it
+- ``{device_mesh: fsdp}``: the DeviceMesh an FSDP2 run shards the params over, None in a run whose
+  params are whole (Dion's ``distributed_mesh``, which its step over DTensor params requires)
 
 YAML lists become tuples, as PyTorch's optimizers expect (``betas``, ``etas``).
 Every call of `build_value` makes new objects, so no two runs share a tensor.
@@ -15,12 +17,17 @@ Every call of `build_value` makes new objects, so no two runs share a tensor.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
-FORMS = ("tensor", "import", "call", "constant", "optimizer")
+FORMS = ("tensor", "import", "call", "constant", "optimizer", "device_mesh")
+MESHES = ("fsdp",)  # what {device_mesh: ...} names: the mesh of FSDP2's runs
+_SHARDING_MESH: contextvars.ContextVar[Any] = contextvars.ContextVar("sharding_mesh", default=None)
 # how a required argument that is an object, not params, is given (for messages)
 KWARG_OBJECTS = ('an object: {import: "pkg.mod:attr"}; an instance: {call: "pkg.mod:factory"}; an optimizer over the '
                  'same params: {optimizer: "pkg.mod:Class", kwargs: {...}}')
@@ -59,6 +66,27 @@ def wrapped_optimizer_argument(cls: Any) -> str | None:
     return first.name if annotated or "optim" in first.name.lower() else None
 
 
+@contextlib.contextmanager
+def sharding_mesh(mesh: Any) -> Iterator[None]:
+    """`{device_mesh: fsdp}` builds `mesh` in the block (an FSDP2 run's; None: params whole)."""
+    token = _SHARDING_MESH.set(mesh)
+    try:
+        yield
+    finally:
+        _SHARDING_MESH.reset(token)
+
+
+def mesh_arguments(cls: Any) -> list[str]:
+    """The constructor's arguments annotated as a DeviceMesh or ProcessGroup (Dion's `distributed_mesh`,
+    its legacy `outer_shard_mesh`): where an FSDP2 run's mesh would go. By the annotation's text: it
+    may be a string, and importing torch.distributed is not init's to do."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if "DeviceMesh" in str(p.annotation) or "ProcessGroup" in str(p.annotation)]
+
+
 class Constant:
     """A picklable ``lambda *_: value`` with a readable repr."""
 
@@ -82,8 +110,10 @@ def value_problem(raw: Any) -> str | None:
         return _base_optimizer_problem(raw)
     if len(raw) != 1 or next(iter(raw)) not in FORMS:
         return ("a mapping value must be one of {tensor: ...}, {import: ...}, {call: ...}, {constant: ...}, "
-                f"{{optimizer: ..., kwargs: {{...}}}}; got keys {sorted(raw)}")
+                f"{{device_mesh: fsdp}}, {{optimizer: ..., kwargs: {{...}}}}; got keys {sorted(raw)}")
     form, arg = next(iter(raw.items()))
+    if form == "device_mesh" and arg not in MESHES:
+        return f"{{device_mesh: ...}} takes one of {', '.join(MESHES)} (the mesh FSDP2's runs shard over), got {arg!r}"
     if form == "tensor" and not _is_numeric(arg):
         return f"{{tensor: ...}} takes a number or a (nested) list of numbers, got {arg!r}"
     if form in ("import", "call"):
@@ -133,6 +163,8 @@ def build_value(raw: Any, device: str) -> Any:
             return resolve(arg)
         if form == "call":
             return resolve(arg)()
+        if form == "device_mesh":
+            return _SHARDING_MESH.get()
         return Constant(arg)
     return raw
 
