@@ -1447,3 +1447,37 @@ class SelfCompilingSGD(PlainSGD):
                 if p.grad is not None:
                     self.state[p]["last_update"] = _scaled_grad(p.grad, group["lr"])
                     p.sub_(self.state[p]["last_update"])
+
+
+class ShapeBatchedSGD(PlainSGD):
+    """Correct SGD that stacks the grads of same-shaped params into one batch and computes their update in
+    bf16 (a batched low-precision kernel, as Dion's compiled Newton-Schulz), a lone param's in float32: it
+    rounds otherwise with company, whatever the company's values."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            by_shape = collections.defaultdict(list)
+            for p in group["params"]:
+                if p.grad is not None:
+                    by_shape[p.shape].append(p)
+            for params in by_shape.values():
+                grads = torch.stack([p.grad for p in params])
+                update = grads.bfloat16().float() if len(params) > 1 else grads
+                for p, u in zip(params, update):
+                    p.add_(u, alpha=-group["lr"])
+
+
+class ShapeStackNormSGD(PlainSGD):
+    """SGD that normalizes each grad by the norm of its same-shaped batch, where each param's own was meant:
+    a param's update depends on the values of the params of its shape."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            by_shape = collections.defaultdict(list)
+            for p in group["params"]:
+                if p.grad is not None:
+                    by_shape[p.shape].append(p)
+            for params in by_shape.values():
+                grads = torch.stack([p.grad for p in params])
+                for p, g in zip(params, grads / grads.norm()):
+                    p.add_(g, alpha=-group["lr"])

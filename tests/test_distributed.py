@@ -16,7 +16,7 @@ from helpers import cases_from, one_case, run_planted_spec
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.ranks import RankFailure, RankJob, RankPools
 from pytest_optimtest.harness.run_cache import RunCache
-from pytest_optimtest.harness.vacuity import Diverged, require_beyond_amplified_rounding
+from pytest_optimtest.harness.vacuity import Diverged, Vacuous, require_beyond_amplified_rounding
 from pytest_optimtest.spec import SpecError
 
 
@@ -79,6 +79,17 @@ def test_zero_catches_an_optimizer_that_couples_params(tmp_path):
     # Clipping by the norm of every grad in the optimizer: ZeRO's shards each see only their own.
     case = one_case(tmp_path, spec("planted:ItemClipSGD", checks="[zero]"))
     assert "ZeRO vs unsharded on rank" in str(failure("zero", case))
+
+
+def test_zero_is_vacuous_where_the_optimizer_rounds_otherwise_beside_same_shaped_params_and_red_where_it_couples_them(tmp_path):
+    """microsoft/dion's Muon stacks same-shaped matrices into one compiled bf16 Newton-Schulz: ZeRO, whose shards
+    hold one matrix each, was red at float32's tolerance, "the optimizer's doing", with no diagnosis."""
+    with pytest.raises(Vacuous, match=r"vacuous: not comparable with the unsharded optimizer at the case's tolerance, its "
+                                      r"arithmetic rounds otherwise beside params of the same shape(.|\n)*ZeRO vs unsharded"):
+        CHECKS["zero"].run(one_case(tmp_path, spec("planted_unseen:ShapeBatchedSGD", checks="[zero]")), RunCache())
+    (tmp_path / "coupled").mkdir()
+    message = str(failure("zero", one_case(tmp_path / "coupled", spec("planted_unseen:ShapeStackNormSGD", checks="[zero]"))))
+    assert "beside a param of its shape differs with that param's values" in message, message
 
 
 def test_zero_leaves_the_dtype_cast_to_state_dicts_red_and_reports_the_rest(tmp_path):

@@ -200,13 +200,18 @@ def test_a_step_that_mishandles_a_non_contiguous_param_is_descents_red_saying_so
     ("planted_unseen:GlobalNormSGD", True, r"its update couples params: after 1 step\(s\) on the same grads, param 'weight'"),
     ("planted_run_model:RunawaySearchSGD", None, r"unknown: the probe's runs diverged at step 1"),
     ("planted:PlainSGD", False, None),
+    ("planted_unseen:ShapeStackNormSGD", True, r"param 'weight' stepped beside a param of its shape differs with that param's values"),
+    ("planted_unseen:ShapeBatchedSGD", True, r"its arithmetic rounds otherwise beside params of the same shape: after 1 step"),
 ])
 def test_the_coupling_probe_shows_coupling_from_runs_that_have_not_diverged(tmp_path, optimizer, couples, evidence):
+    """The law params have a shape each: an optimizer that batches same-shaped params (microsoft/dion's) is
+    probed beside a param of the first one's shape too, and beside another, to tell coupled values from rounding."""
     found = coupling(one_case(tmp_path, f"optimizer: {optimizer}\nkwargs: {{lr: 0.1}}\n"), 0)
     if couples is False:
         assert found is None
         return
     assert found is not None and found.couples is couples and re.search(evidence, found.evidence), found
+    assert found.rounding == ("Batched" in optimizer), found
 
 
 def test_a_step_that_reseeds_a_global_rng_is_seen_even_where_it_was_already_so_seeded(tmp_path):

@@ -10,7 +10,7 @@ from ..harness.blame import KnownCause
 from ..harness.compare import listed, value_differences
 from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, strings_lost_diagnosis,
                                  strings_lost_on_load)
-from ..harness.vacuity import Blocked, require_beyond_amplified_rounding, require_moved
+from ..harness.vacuity import Blocked, Vacuous, require_beyond_amplified_rounding, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
 from ..harness.state_dict_layout import FOREIGN_LAYOUT
@@ -18,6 +18,7 @@ from ..spec.values import resolve
 from ..spec.schema import Tolerance
 from ..harness.ladder import COMPILED, MOVES
 from ..harness.law_runs import coupling
+from .laws.section import laws_of
 from .base import Check, NotApplicable, Verdict
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
@@ -154,13 +155,17 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     try:
         _report(header, sections)
     except AssertionError as exc:
-        coupled = coupling(case, 0)
+        coupled = coupling(case, laws_of(case).min_ndim)
         if coupled is None or coupled.couples is None:
             apart = _hyperparameters_apart(unsharded, run.ranks[0].zero_state_dict)
             notes = [note for note in (apart, coupled and coupled.evidence) if note]
             if notes:
                 raise AssertionError(f"{exc}\n  diagnosis: " + "; ".join(notes)) from None
             raise
+        if coupled.rounding:  # no value of another param moves its update: ZeRO's shards cannot round as the whole does
+            raise Vacuous(f"{case.id}: vacuous: not comparable with the unsharded optimizer at the case's tolerance, "
+                          f"{coupled.evidence}; ZeroRedundancyOptimizer steps each rank's shard apart. What differed:\n"
+                          + "\n".join(str(exc).splitlines()[1:])) from None
         raise AssertionError(f"{exc}\n  diagnosis: {coupled.evidence}; ZeroRedundancyOptimizer gives each rank's optimizer its shard "
                              "of the params alone, so that statistic covers the shard: the optimizer's design, which ZeRO "
                              "cannot shard (shard it with FSDP2, whose DTensors reduce over every rank)") from None

@@ -2,7 +2,7 @@
 
 Each diagnosis is one line for the failure and the JSON report. What is looked for:
 - a compiled state tensor that shares storage with a grad or a param where eager's does not
-  (inductor handed back an input as a new buffer: torch's doing);
+  (the compiled step handed back an input as a new buffer: torch's doing);
 - an optimizer that draws from the global RNG while it is compiled without fallback_random
   (inductor's RNG differs from eager's by design: the spec should set fallback_random), and
   whether the run with fallback_random then matches;
@@ -44,8 +44,9 @@ def parity_diagnoses(run: Any) -> list[str]:
     decides between mechanisms runs here, once, when parity has already failed."""
     if "parity" in run.case.xfail:  # its reason already names the mechanism: no reruns for a verdict nobody reads
         return _storage_and_rng(run, rerun=False)
+    aliased = bool(run.compiled_aliases - run.eager_aliases)
     return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), *_state_lost_through_cast(run),
-            *_init_group_once(run), _aot_eager(run)]
+            *_init_group_once(run), _aot_eager(run, aliased)]
 
 
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an
@@ -253,7 +254,7 @@ def closure_rounding_only(case: Any, draws: tuple[str, ...]) -> str | None:
             f"optimizer's arithmetic; {_reproduce(case, 'closure_graph_break')}")
 
 
-def _aot_eager(run: Any) -> str:
+def _aot_eager(run: Any, aliased: bool = False) -> str:
     case = run.case
     found = _rerun(case, run.steps, backend="aot_eager")
     if isinstance(found, str):
@@ -261,6 +262,9 @@ def _aot_eager(run: Any) -> str:
     if not found:
         return (f"torch's doing (inductor): compiled with aot_eager (dynamo and AOTAutograd, no inductor) the {run.steps} "
                 f"steps match eager, so inductor's code generation makes the difference; {_reproduce(case)}")
+    if aliased:  # the aliasing found above is then made before inductor: one cause, one owner
+        return (f"compiled with aot_eager (no inductor) the step differs from eager too ({len(found)} values): the aliasing "
+                f"above is made before inductor's code (dynamo and AOTAutograd), torch's doing still; {_reproduce(case)}")
     return (f"compiled with aot_eager (no inductor) the step differs from eager too ({len(found)} values): the difference "
             "is in the graph dynamo traced (a Python effect it did not capture, or the optimizer's reliance on eager-only "
             f"behaviour), not in inductor's code; {_reproduce(case)}")
@@ -383,8 +387,8 @@ def _storage_and_rng(run: Any, rerun: bool = True) -> list[str]:
     aliased = sorted(run.compiled_aliases - run.eager_aliases)
     if aliased:
         shown = "; ".join(aliased[:3]) + (f"; and {len(aliased) - 3} more" if len(aliased) > 3 else "")
-        lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: inductor handed an "
-                     "input back as the new state buffer (a buffer made lazily in step, e.g. zeros_like(p) then "
+        lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: the compiled step handed "
+                     "an input back as the new state buffer (a buffer made lazily in step, e.g. zeros_like(p) then "
                      "mul_().add_(grad)), so the next grad, or one zeroed in place, rewrites the optimizer's state (and "
                      "where the step rebinds it, the graph compiled while the two aliased reads one for the other); "
                      "plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")

@@ -298,10 +298,12 @@ def descent_losses(case: Any, steps: int, contiguous_only: bool = False) -> tupl
 
 
 class Coupling(NamedTuple):
-    """What the coupling probe found: `couples` True with its evidence, or None where it could not tell."""
+    """What the coupling probe found: `couples` True with its evidence, or None where it could not tell;
+    `rounding`: only in how its arithmetic rounds beside same-shaped params, whatever their values."""
 
     couples: bool | None
     evidence: str
+    rounding: bool = False
 
 
 def coupling(case: Any, min_ndim: int) -> Coupling | None:
@@ -335,6 +337,46 @@ def coupling(case: Any, min_ndim: int) -> Coupling | None:
             return Coupling(True, f"its update couples params: after {steps} step(s) on the same grads, param '{first}' stepped "
                                   f"alone differs from it stepped beside the others ({differences[0]}): a norm, line search or "
                                   "statistic taken over all its params")
+    with isolated_case(case):
+        return _beside_its_shape(case, first, params[first], [{first: g[first]} for g in grads])
+
+
+def _beside_its_shape(case: Any, name: str, param: torch.nn.Parameter, firsts: list[dict[str, torch.Tensor | None]]) -> Coupling | None:
+    """The coupling probe's second half: `param` stepped alone against beside a param of its own shape, and
+    beside another such param (other values, other grads). An optimizer that stacks same-shaped params into
+    one batch (Dion's Muon: a bf16 Newton-Schulz that inductor compiles for the batch's shape) rounds
+    otherwise with company, whatever the company's values: not a coupling of values, and no regime that
+    steps params apart (ZeRO's shards) can match it closer than that rounding."""
+    generator = torch.Generator().manual_seed(case.seed + 104729)
+
+    def twin() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        return (torch.randn(param.shape, generator=generator).to(param.device, param.dtype),
+                [torch.randn(param.shape, generator=generator).to(param.device, param.dtype) for _ in firsts])
+
+    runs = []
+    for company in (None, twin(), twin()):
+        params = {name: param} if company is None else {name: param, "twin": torch.nn.Parameter(company[0])}
+        given = firsts if company is None else [{**g, "twin": company[1][i]} for i, g in enumerate(firsts)]
+        try:
+            runs.append(law_trajectory(case, params, given).snapshots)
+        except Exception:  # noqa: BLE001  # a step that refuses one of the runs: no answer either way
+            return None
+    tol = DEFAULT_TOLERANCES["float32"]
+    for steps in range(1, len(firsts) + 1):
+        if any(non_finite(run[steps].params) for run in runs):
+            return None
+        alone, beside, beside_other = ({"param": run[steps].params[name], "state": run[steps].state.get(name, {})} for run in runs)
+        differences = value_differences("", alone, beside, tol, ("alone", "beside a param of its shape"))
+        if not differences:
+            continue
+        if value_differences("", beside, beside_other, tol, ("beside one", "beside another")):
+            return Coupling(True, f"its update couples params: after {steps} step(s) on the same grads, param '{name}' stepped "
+                                  f"beside a param of its shape differs with that param's values ({differences[0]} alone)")
+        return Coupling(True, f"its arithmetic rounds otherwise beside params of the same shape: after {steps} step(s) on the same "
+                              f"grads, param '{name}' stepped alone differs from it stepped beside a param of its shape "
+                              f"({differences[0]}), and not at all with that param's values: it batches same-shaped params "
+                              "(a stacked, compiled or low-precision computation rounds with the batch's shape), and no regime "
+                              "that steps params apart can match it closer", rounding=True)
     return None
 
 
