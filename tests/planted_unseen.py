@@ -1481,3 +1481,25 @@ class ShapeStackNormSGD(PlainSGD):
                 grads = torch.stack([p.grad for p in params])
                 for p, g in zip(params, grads / grads.norm()):
                     p.add_(g, alpha=-group["lr"])
+
+
+def _scaled_update(grad: torch.Tensor, lr: float):
+    yield  # where a distributed optimizer waits on its collectives (microsoft/dion's task runtime)
+    return grad * lr
+
+
+def _apply_update(p: torch.Tensor, grad: torch.Tensor, lr: float):
+    update = yield from _scaled_update(grad, lr)
+    torch._foreach_sub_([p], [update])
+
+
+class YieldFromSGD(PlainSGD):
+    """Correct SGD whose updates are generators run to completion, each result taken by `yield from`
+    (microsoft/dion's task runtime): dynamo traces that result as None, a TypeError no eager step meets."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    for _ in _apply_update(p, p.grad, group["lr"]):
+                        pass

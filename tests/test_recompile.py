@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import time
@@ -139,6 +140,22 @@ def test_graph_break_in_step_fails_with_dynamos_reason(tmp_path):
     message = failure("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD")))
     assert "1 graph breaks compiling the step, the spec declares 0" in message and "Tensor.item()" in message
     assert run("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD", extra="graph_breaks: 1"))) == "1 graph breaks"
+
+
+def test_graph_break_names_the_user_line_and_a_fake_call_type_error_eager_never_met_is_torchs(tmp_path):
+    """microsoft/dion's Muon takes its update by `yield from`: the red said 'TypeError when making fake tensor call',
+    no line, with a hint to check the eager code (which ran), and called it the optimizer's doing."""
+    from pytest_optimtest.harness.diagnosis import loses_yield_from_results
+
+    case = one_case(tmp_path, spec("planted_unseen:YieldFromSGD"))
+    if not loses_yield_from_results():  # a torch that keeps the result: no break to judge
+        assert run("graph_breaks", case) == "0 graph breaks"
+        return
+    message = failure("graph_breaks", case)
+    assert re.search(r"TypeError when making fake tensor call \(at \S*planted_unseen.py:\d+\): .*NoneType.*torch's doing", message), message
+    assert "Hint: Your code may result in an error" not in message, message
+    message = failure("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD")))
+    assert re.search(r"Tensor.item\(\).* \(at \S*planted.py:\d+\)", message), message
 
 
 def test_graph_breaks_keyed_by_release_and_update_mode_writes_only_the_running_ones(tmp_path):

@@ -91,7 +91,7 @@ def check_graph_breaks(case: Any, runs: Any) -> Verdict:
     run = runs.compiled(case)
     observed = len(run.graph_breaks)
     if observed != declared_breaks(case):
-        listed = "\n    - ".join(f"{torch_api.graph_break_summary(reason)} (hit {count}x while tracing)"
+        listed = "\n    - ".join(f"{run.break_line(reason)} (hit {count}x while tracing)"
                                  for reason, count in run.graph_breaks.items()) or "none"
         nothing = "; and no graph was captured at all" if run.graph_count == 0 else ""
         raise AssertionError(

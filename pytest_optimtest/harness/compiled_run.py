@@ -63,6 +63,7 @@ class CompiledRun:
     perturbed: bool = False  # whether the perturbation phase ran (only for a selected recompile check)
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up
     frames_given_up: Counter = field(default_factory=Counter)  # breaks dynamo ran a whole frame eagerly at
+    break_sites: dict[str, str] = field(default_factory=dict)  # reason -> 'file:line' of the user code it broke at
     graph_count: int = 0  # graphs captured before the perturbations, the closure's included
     closure: ClosureCompiles = field(default_factory=ClosureCompiles)  # what the closure's own frames compiled
     compiled_step_seconds: list[float] = field(default_factory=list)
@@ -85,10 +86,21 @@ class CompiledRun:
 
     def break_lines(self) -> list[str]:
         """dynamo's graph breaks in a line each, those it ran a whole frame eagerly at said so."""
-        lines = [*(torch_api.graph_break_summary(reason) for reason in self.graph_breaks),
+        lines = [*(self.break_line(reason) for reason in self.graph_breaks),
                  *("dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after (one inside "
-                   f"a loop): {torch_api.graph_break_summary(reason)}" for reason in self.frames_given_up)]
+                   f"a loop): {self.break_line(reason)}" for reason in self.frames_given_up)]
         return list(dict.fromkeys(lines))  # reasons that differ past their first line read the same here
+
+    def break_line(self, reason: str) -> str:
+        """One graph break's reason, the user code it broke at, and where dynamo's fake tensors raised a
+        TypeError the eager step never met, that it is torch's doing."""
+        at = f" (at {self.break_sites[reason]})" if reason in self.break_sites else ""
+        call = torch_api.fake_call_type_error(reason)
+        if call is None:
+            return torch_api.graph_break_summary(reason) + at
+        return (f"{reason.strip().splitlines()[0]}{at}: {call}; dynamo handed the op other types than the eager step, which "
+                "ran, hands it: torch's doing, dynamo traced a value eager computes otherwise (a generator's `yield from` "
+                "result comes back None; plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis)")
 
     def not_compiled(self) -> str | None:
         """Why the step itself was not compiled (no graph of its own), or None."""
@@ -155,7 +167,7 @@ def _assembled(case: Case, eager: Run, compiled: Run, perturb: bool) -> Compiled
         steady=compiled.compiles[warm:], perturbations=compiled.perturbations,
         perturbation_failure=compiled.perturbation_failure, perturbed=perturb,
         graph_breaks=compiled.closure.step_breaks(compiled.graph_breaks),
-        frames_given_up=compiled.closure.step_frames_given_up(compiled.frames_given_up),
+        frames_given_up=compiled.closure.step_frames_given_up(compiled.frames_given_up), break_sites=compiled.break_sites,
         graph_count=compiled.graphs, closure=compiled.closure,
         compiled_step_seconds=compiled.step_seconds, eager_step_seconds=eager.step_seconds,
         eager_aliases=eager.aliases, compiled_aliases=compiled.aliases, draws_random="torch" in eager.draws)

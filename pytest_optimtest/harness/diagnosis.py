@@ -418,6 +418,35 @@ def _alias_reproducer() -> bool:
     return storage_pointer(state["buf"]) == storage_pointer(grad)
 
 
+def loses_yield_from_results() -> bool:
+    """Plain torch: whether dynamo traces `u = yield from gen()` in a generator driven to its end as u = None
+    (the eager result is gen's return value): the TypeError it then meets breaks the graph."""
+    def inner(x: torch.Tensor) -> Any:
+        yield
+        return x * 2
+
+    def outer(x: torch.Tensor, out: list[Any]) -> Any:
+        u = yield from inner(x)
+        out.append(torch.add(u, 1))
+
+    def step(x: torch.Tensor) -> Any:
+        out: list[Any] = []
+        for _ in outer(x, out):
+            pass
+        return out[0]
+
+    torch_api.reset_compile_state()
+    try:
+        with torch_api.trace_log_kept_local():
+            result = torch.compile(step, backend="eager")(torch.ones(2))
+        lost = (not torch.equal(result, torch.full((2,), 3.0))
+                or any(map(torch_api.fake_call_type_error, (*torch_api.graph_break_counts(), *torch_api.frames_given_up()))))
+    except TypeError:  # the None reached an op after the break: the result is lost all the same
+        lost = True
+    torch_api.reset_compile_state()
+    return lost
+
+
 if __name__ == "__main__":
     shared = _alias_reproducer()
     print(f"torch {torch.__version__}: the compiled step's new momentum buffer "
@@ -428,3 +457,6 @@ if __name__ == "__main__":
     cast_lost = loses_writes_through_cast()
     print(f"torch {torch.__version__}: a key set on `typing.cast(dict, d)` in a compiled function "
           + ("is lost (the bug is present)" if cast_lost else "is written back (no lost writes)"))
+    yield_lost = loses_yield_from_results()
+    print(f"torch {torch.__version__}: `u = yield from gen()` in a compiled step "
+          + ("traces u as None, a TypeError that breaks the graph (the bug is present)" if yield_lost else "keeps gen's result"))

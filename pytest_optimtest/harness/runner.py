@@ -111,6 +111,7 @@ class Run:
     warmup_steps: int = 0  # how many of the steps were the warm-up
     graph_breaks: Counter = field(default_factory=Counter)  # reason -> times hit, over the warm-up (or the run)
     frames_given_up: Counter = field(default_factory=Counter)  # a break dynamo could not resume after: frame run eagerly
+    break_sites: dict[str, str] = field(default_factory=dict)  # reason -> 'file:line' of the user code it broke at
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
     perturbation_failure: PerturbationFailure | None = None  # the perturbation (or the step after it) that raised
     aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad, after any step
@@ -169,11 +170,12 @@ def running(case: Any, regime: Regime | None = None) -> Iterator[Run]:
     """The run, given while its compile state is still alive (dynamo's caches, inductor's
     cudagraph trees): for a check about what that state holds. Isolated as every check is."""
     regime = regime or Regime()
-    with isolated_case(case), torch_api.inductor_config(**dict(regime.inductor)), torch_api.recording_recompiles() as log:
-        yield _execute(case, regime, log)
+    with (isolated_case(case), torch_api.inductor_config(**dict(regime.inductor)), torch_api.recording_recompiles() as log,
+          torch_api.recording_graph_break_sites() as breaks):
+        yield _execute(case, regime, log, breaks)
 
 
-def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
+def _execute(case: Any, regime: Regime, log: list[str], breaks: list[str]) -> Run:
     if regime.kwargs:
         case = replace(case, kwargs={**case.kwargs, **dict(regime.kwargs)})
     try:
@@ -203,6 +205,8 @@ def _execute(case: Any, regime: Regime, log: list[str]) -> Run:
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
     result.graph_breaks = result.graph_breaks or torch_api.graph_break_counts()
     result.frames_given_up = result.frames_given_up or torch_api.frames_given_up()
+    result.break_sites = {reason: site for reason in (*result.graph_breaks, *result.frames_given_up)
+                          if (site := torch_api.break_site(reason, breaks)) is not None}
     result.aliases |= storage_aliases(optimizer, model)
     if regime.compiled and torch.device(case.device).type == "cuda":
         result.cudagraphs_recorded = torch_api.cudagraph_tree_graph_ids(torch.device(case.device).index or 0)

@@ -190,6 +190,50 @@ def recording_recompiles() -> Iterator[list[str]]:
     the messages off the user's terminal.
     """
     import torch._dynamo.guards  # noqa: F401  (registers the artifact logger)
+
+    with _recording_artifact(_RECOMPILES_ARTIFACT, _RECOMPILES_LOGGER) as messages:
+        yield messages
+
+
+_GRAPH_BREAKS_ARTIFACT = "graph_breaks"
+_GRAPH_BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
+_BREAK_SITE = re.compile(r"Graph break in user code at (.+):(\d+)\n")
+
+
+@contextlib.contextmanager
+def recording_graph_break_sites() -> Iterator[list[str]]:
+    """Collect TORCH_LOGS=graph_breaks' message for every graph break inside the block ("Graph break in user
+    code at file:line", then the reason), off the user's terminal; `break_site` reads one."""
+    import torch._dynamo.symbolic_convert  # noqa: F401  (registers the artifact logger)
+
+    with _recording_artifact(_GRAPH_BREAKS_ARTIFACT, _GRAPH_BREAKS_LOGGER) as messages:
+        yield messages
+
+
+def break_site(reason: str, logged: list[str]) -> str | None:
+    """'file:line' of the user code where dynamo broke the graph for `reason` (a graph_break_counts key), from
+    `recording_graph_break_sites`' messages; None where none names it."""
+    head = reason.strip().split("\n", 1)[0]
+    for message in logged:
+        found = _BREAK_SITE.match(message)
+        if found and head in message:
+            return f"{found.group(1)}:{found.group(2)}"
+    return None
+
+
+def fake_call_type_error(reason: str) -> str | None:
+    """Where a graph break's reason is a TypeError that dynamo's fake tensors raised calling an op, the call
+    it names ("_foreach_mul() received an invalid combination of arguments - got (NoneType, FakeTensor)"):
+    the op was handed other types than the eager step, which ran, handed it; else None."""
+    if not reason.startswith("TypeError when making fake tensor call"):
+        return None
+    context = re.search(r"Developer debug context: TypeError (?:<[^>]*>: )?([^\n]*)", reason)
+    return (context.group(1) if context else "").strip() or "an op"
+
+
+@contextlib.contextmanager
+def _recording_artifact(artifact: str, logger_name: str) -> Iterator[list[str]]:
+    """The messages a TORCH_LOGS artifact logs inside the block, enabled for it alone."""
     from torch._logging._internal import log_state
 
     messages: list[str] = []
@@ -198,11 +242,11 @@ def recording_recompiles() -> Iterator[list[str]]:
         def emit(self, record: logging.LogRecord) -> None:
             messages.append(record.getMessage())
 
-    logger = logging.getLogger(_RECOMPILES_LOGGER)
-    was_enabled = log_state.is_artifact_enabled(_RECOMPILES_ARTIFACT)
+    logger = logging.getLogger(logger_name)
+    was_enabled = log_state.is_artifact_enabled(artifact)
     level, propagate = logger.level, logger.propagate
     handler = _Collect(logging.DEBUG)
-    log_state.enable_artifact(_RECOMPILES_ARTIFACT)
+    log_state.enable_artifact(artifact)
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     logger.propagate = was_enabled  # the user asked for these logs: let them through too
@@ -213,7 +257,7 @@ def recording_recompiles() -> Iterator[list[str]]:
         logger.setLevel(level)
         logger.propagate = propagate
         if not was_enabled:
-            log_state.artifact_names.discard(_RECOMPILES_ARTIFACT)
+            log_state.artifact_names.discard(artifact)
 
 
 def fsdp2_runs_on_cpu() -> bool:
