@@ -1437,7 +1437,7 @@ def _scaled_grad(grad: torch.Tensor, lr: float) -> torch.Tensor:
     return grad * lr
 
 
-class SelfCompilingSGD(PlainSGD):
+class OwnCompiledUpdateSGD(PlainSGD):
     """Correct SGD whose update is a fullgraph torch.compile of its own (Dion's Newton-Schulz): each
     param shape, dtype and lr is a compile of its own, and a test item (from a reset) stays under dynamo's limit."""
 

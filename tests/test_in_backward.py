@@ -68,6 +68,15 @@ def test_an_optimizer_coupling_params_is_not_compared_with_one_optimizer_a_group
     assert "one optimizer per param in hook order, because a global norm" in run("in_backward", case)
 
 
+def test_in_backward_says_which_coupling_makes_it_vacuous(tmp_path):
+    """microsoft/dion's Muon: vacuous "the optimizer couples params (a norm ...) or draws random numbers", where
+    it batches same-shaped matrices into a bf16 computation, and draws nothing."""
+    with pytest.raises(Vacuous, match=r"_apply_optimizer_in_backward builds: its update couples params: after \d+ step"):
+        run("in_backward", case_for(tmp_path, "planted_contract:GlobalNormSGD", "{lr: 0.01}"))
+    with pytest.raises(Vacuous, match=r"_apply_optimizer_in_backward builds: its arithmetic rounds otherwise beside params of the same shape"):
+        run("in_backward", case_for(tmp_path, "planted_unseen:ShapeBatchedSGD", "{lr: 0.01}"))
+
+
 def test_a_recompile_limit_hit_by_in_backwards_many_optimizers_is_said_and_not_blamed_on_the_double_step(tmp_path):
     from planted_run_model import SelfCompilingSGD
 

@@ -252,7 +252,7 @@ def test_init_probes_an_optimizer_that_compiles_itself_as_a_test_item_runs_it():
     a reset) steps: tensor_lr, the dtypes and zero_lr properties, a fuzz shape, each "refused" by the limit."""
     from pytest_optimtest.scaffold import starter_spec
 
-    _, text = starter_spec("planted_unseen:SelfCompilingSGD")
+    _, text = starter_spec("planted_unseen:OwnCompiledUpdateSGD")
     assert "RecompileLimit" not in text and "left out" not in text, text
     assert "\n  - name: tensor_lr" in text and "\n  dtypes: {" in text and "\n  zero_lr: {" in text, text
 

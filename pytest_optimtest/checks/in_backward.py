@@ -12,7 +12,9 @@ from ..harness import torch_api
 from ..harness.blame import one_line, recompile_limit_diagnosis
 from ..harness.compare import max_movement, value_differences
 from ..harness.diagnosis import ordered_draws
+from ..harness.law_runs import coupling
 from ..harness.vacuity import Blocked, require_moved
+from .laws.section import laws_of
 from .laws.untouched import moves_gradless_params
 from .step_properties import raises_without_grads
 from ..spec.param_groups import model_param_shapes
@@ -74,11 +76,13 @@ def compared(case: Any, runs: Any, tied: bool = False, copies: int = 1) -> float
         ladder.first_failure(MOVES)  # climbed, so that its draws are known (a session has climbed it already)
         if ordered_draws(ladder.draws) or not matches_per_param_reference(case, tied, copies):
             raise  # an optimizer drawing from torch's RNG: the session's not-comparable verdict says so
+        coupled = coupling(case, laws_of(case).min_ndim)
+        why = (coupled.evidence if coupled is not None and coupled.couples else
+               "the optimizer couples params (a norm or statistic over all of them), by design")
         raise Vacuous(
             f"{case.id}: vacuous: not comparable with one optimizer a group: in-backward differs from it ({str(exc).splitlines()[1].strip()}), "
             "and equals one optimizer per param stepped in hook order at every step, which is what "
-            "_apply_optimizer_in_backward builds: the optimizer couples params (a norm or statistic over all of "
-            "them) or draws random numbers, by design; declare `in_backward: {per_parameter: \"<why>\"}` in "
+            f"_apply_optimizer_in_backward builds: {why}; declare `in_backward: {{per_parameter: \"<why>\"}}` in "
             f"{case.location} to compare with that reference") from None
     except Exception as exc:  # noqa: BLE001  # the step's own error; one that in-backward's many optimizers explain is said so
         if not torch_api.is_recompile_limit_error(exc):
