@@ -230,3 +230,19 @@ def test_a_step_that_moves_gradless_params_is_one_red_not_three(session):
         assert item_outcome(session, "gradless", check) == "SKIPPED", check
     assert "blocked by law_untouched: its step moves params whose grad is None, so the joiners moved before they joined" in session
     assert "blocked by law_untouched: its step moves params whose grad is None, and each optimizer's step() runs again" in session
+
+
+def test_a_spec_raises_dynamos_recompile_limit_for_an_optimizer_whose_own_compile_needs_more(tmp_path):
+    """microsoft/dion compiles its own updates with fullgraph, and its training script sets the limit to 100: law
+    param_groups, whose runs take several shapes and lrs, was red at torch's default of 8 with no way to say so."""
+    from pytest_optimtest.checks import CHECKS
+    from pytest_optimtest.harness import torch_api
+    from pytest_optimtest.harness.run_cache import RunCache
+
+    spec = "optimizer: planted_unseen:OwnCompiledUpdateSGD\n{}kwargs: {{lr: 0.1}}\nlaws: {{param_groups: true}}\n"
+    with pytest.raises(Exception) as raised:
+        CHECKS["law_param_groups"].run(one_case(tmp_path, spec.format("")), RunCache())
+    assert torch_api.is_recompile_limit_error(raised.value), raised.value
+    (tmp_path / "raised").mkdir()
+    verdict = CHECKS["law_param_groups"].run(one_case(tmp_path / "raised", spec.format("recompile_limit: 1000\n")), RunCache())
+    assert "changing one group's lr changed that group's next update only" in verdict

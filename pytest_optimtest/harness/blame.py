@@ -236,4 +236,5 @@ def recompile_limit_diagnosis(where: str | None, recompiles_for: str) -> str:
     return (f"dynamo's recompile limit ({torch_api.recompile_limit()}), hit by a torch.compile in the optimizer's own "
             f"code{f' at {where}' if where else ''}: the function it compiles recompiles for {recompiles_for} "
             "(dynamo counts them per code object), and under fullgraph the limit raises: the optimizer's doing; one "
-            "compiled function that does not guard on the optimizer instance stays under it")
+            "compiled function that does not guard on the optimizer instance stays under it, and where the optimizer's "
+            "users raise torch._dynamo.config.recompile_limit for it, the spec says so: `recompile_limit: N`")

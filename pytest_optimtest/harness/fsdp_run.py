@@ -172,7 +172,7 @@ def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
     """One rank: shard the model, train, gather; save the state with DCP when asked."""
     case = on_rank(payload.case, rank)
     torch_api.reset_compile_state()
-    with torch_api.recording_recompiles() as recompiles:
+    with torch_api.recording_recompiles() as recompiles, torch_api.recompile_limit_at(case.recompile_limit):
         result = _guarded(lambda: _train_sharded(case, payload, rank, world_size))
     result.recompiles, result.graphs = list(recompiles), torch_api.captured_graph_count()
     torch_api.reset_compile_state()
@@ -182,7 +182,8 @@ def train_main(payload: _Train, rank: int, world_size: int) -> Trained:
 def resume_main(payload: _Resume, rank: int, world_size: int) -> Trained:
     """One rank: shard the model, load the checkpoint into it and the optimizer, train on."""
     case = on_rank(payload.case, rank)
-    return _guarded(lambda: _resume(replace(payload, case=case), _mesh(case, world_size)))
+    with torch_api.recompile_limit_at(case.recompile_limit):
+        return _guarded(lambda: _resume(replace(payload, case=case), _mesh(case, world_size)))
 
 
 def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> Trained:

@@ -45,7 +45,8 @@ def isolated_case(case: Any) -> Iterator[None]:
     options = {"fallback_random": True} if case.fallback_random else {}
     optimizer_cls = _optimizer_class(case)
     # its globals kept outermost: a class's step goes back after the bases' unwrapping is undone
-    with _globals_kept(optimizer_cls), isolated(**options), warnings.catch_warnings(), _bases_unwrapped(optimizer_cls):
+    with (_globals_kept(optimizer_cls), isolated(**options), torch_api.recompile_limit_at(getattr(case, "recompile_limit", None)),
+          warnings.catch_warnings(), _bases_unwrapped(optimizer_cls)):
         warnings.simplefilter("ignore", UserWarning)
         yield
 

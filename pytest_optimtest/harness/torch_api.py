@@ -276,6 +276,17 @@ def unlimited_recompiles(limit: int = 100_000) -> contextlib.AbstractContextMana
     return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=limit, fail_on_recompile_limit_hit=True)
 
 
+def recompile_limit_at(limit: int | None) -> contextlib.AbstractContextManager:
+    """dynamo's recompile limits set to `limit` for the block (the spec's `recompile_limit`); None: torch's own."""
+    import torch._dynamo.config as dynamo_config
+
+    if limit is None:
+        return contextlib.nullcontext()
+    if not hasattr(dynamo_config, "recompile_limit"):  # torch 2.6: the cache_size names
+        return dynamo_config.patch(cache_size_limit=limit, accumulated_cache_size_limit=max(limit, 256))
+    return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=max(limit, 256))
+
+
 def is_recompile_limit_error(exc: BaseException) -> bool:
     """Whether dynamo raised it on hitting its recompile limit (fullgraph, or fail_on_recompile_limit_hit);
     by name: the class moved and was renamed across releases (CacheLimitExceeded, RecompileLimitExceeded)."""

@@ -51,6 +51,7 @@ class Case:
     min_movement: float = 10.0
     strict: bool = False  # vacuous items fail instead of skipping
     fallback_random: bool = False
+    recompile_limit: int | None = None  # the spec's: dynamo's recompile limit for every run
     grad_mode: str = "no_grad"  # the spec's: the grad mode steps run under
     backward: str = "plain"  # the spec's: how a closure makes the grads (plain, create_graph, by_step)
     timeout_s: float = 900

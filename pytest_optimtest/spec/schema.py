@@ -320,6 +320,10 @@ class Spec(StrictModel):
     strict: bool = Field(False, description="vacuous items (nothing moved, the run diverged) fail instead of skipping, "
                          "as --optim-strict does for every spec")
     fallback_random: bool = Field(False, description="compile with inductor's fallback_random (RNG-drawing optimizers)")
+    recompile_limit: int | None = Field(
+        None, ge=1, le=100_000, description="dynamo's recompile limit for every run (torch's default: 8), where the "
+        "optimizer's own torch.compile needs more and its users raise torch._dynamo.config.recompile_limit (Dion's "
+        "training script sets 100)")
     grad_mode: Literal["no_grad", "enabled"] = Field(
         "no_grad", description="the grad mode steps run under: no_grad, as PyTorch's compiled-optimizer tests step; "
         "enabled, as a training loop steps, for a step that runs autograd itself (an inner optimizer's backward)")
