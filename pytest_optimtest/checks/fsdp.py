@@ -80,8 +80,9 @@ def _mesh_not_given(case: Any, trained: Trained) -> None:
         raise NotApplicable(
             f"{case.id}: its constructor takes {' or '.join(f'`{m}`' for m in meshes)} (a DeviceMesh or ProcessGroup), "
             f"which the spec leaves unset, and its step over FSDP2's DTensor params raised: "
-            f"{trained.error.splitlines()[0]}; give it the mesh the run shards over: `kwargs: {{{meshes[0]}: "
-            f"{{device_mesh: fsdp}}}}` in {shown_path(case.spec_path)} (None in every run whose params are whole)")
+            f"{trained.error.splitlines()[0]}; give it the mesh the run shards over: `kwargs: "
+            f"{{{meshes[0] if len(meshes) == 1 else '<the argument it shards over>'}: {{device_mesh: fsdp}}}}` in "
+            f"{shown_path(case.spec_path)} (None in every run whose params are whole)")
 
 
 def _raised(case: Any, what: str, trained: Trained, state_of: Trained | None = None) -> None:
