@@ -1454,6 +1454,9 @@ class ShapeBatchedSGD(PlainSGD):
     bf16 (a batched low-precision kernel, as Dion's compiled Newton-Schulz), a lone param's in float32: it
     rounds otherwise with company, whatever the company's values."""
 
+    def _batch_update(self, grads: torch.Tensor) -> torch.Tensor:
+        return grads.bfloat16().float() if len(grads) > 1 else grads
+
     def _update(self) -> None:
         for group in self.param_groups:
             by_shape = collections.defaultdict(list)
@@ -1461,26 +1464,16 @@ class ShapeBatchedSGD(PlainSGD):
                 if p.grad is not None:
                     by_shape[p.shape].append(p)
             for params in by_shape.values():
-                grads = torch.stack([p.grad for p in params])
-                update = grads.bfloat16().float() if len(params) > 1 else grads
-                for p, u in zip(params, update):
+                for p, u in zip(params, self._batch_update(torch.stack([p.grad for p in params]))):
                     p.add_(u, alpha=-group["lr"])
 
 
-class ShapeStackNormSGD(PlainSGD):
+class ShapeStackNormSGD(ShapeBatchedSGD):
     """SGD that normalizes each grad by the norm of its same-shaped batch, where each param's own was meant:
     a param's update depends on the values of the params of its shape."""
 
-    def _update(self) -> None:
-        for group in self.param_groups:
-            by_shape = collections.defaultdict(list)
-            for p in group["params"]:
-                if p.grad is not None:
-                    by_shape[p.shape].append(p)
-            for params in by_shape.values():
-                grads = torch.stack([p.grad for p in params])
-                for p, g in zip(params, grads / grads.norm()):
-                    p.add_(g, alpha=-group["lr"])
+    def _batch_update(self, grads: torch.Tensor) -> torch.Tensor:
+        return grads / grads.norm()
 
 
 def _scaled_update(grad: torch.Tensor, lr: float):
