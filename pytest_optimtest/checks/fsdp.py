@@ -74,9 +74,11 @@ def _mesh_not_given(case: Any, trained: Trained) -> None:
     """Where the sharded run raised and the constructor takes a mesh the spec leaves unset (Dion's
     `distributed_mesh`: its step over DTensor params refuses to run without it), the run said nothing
     of the optimizer: skip, saying which kwarg to give."""
+    if not trained.error:
+        return
     meshes = mesh_arguments(resolve(case.optimizer))
     given = [name for name in meshes if isinstance(case.kwargs.get(name), dict) and "device_mesh" in case.kwargs[name]]
-    if trained.error and meshes and not given:
+    if meshes and not given:
         raise NotApplicable(
             f"{case.id}: its constructor takes {' or '.join(f'`{m}`' for m in meshes)} (a DeviceMesh or ProcessGroup), "
             f"which the spec leaves unset, and its step over FSDP2's DTensor params raised: "

@@ -269,22 +269,23 @@ def fsdp2_runs_on_cpu() -> bool:
 def unlimited_recompiles(limit: int = 100_000) -> contextlib.AbstractContextManager:
     """Raise dynamo's recompile limits for the block, and make hitting one an error: past the
     limit dynamo would otherwise run the function eagerly, without a word."""
-    import torch._dynamo.config as dynamo_config
-
-    if not hasattr(dynamo_config, "recompile_limit"):  # torch 2.6: the cache_size names, and no raise on hitting one
-        return dynamo_config.patch(cache_size_limit=limit, accumulated_cache_size_limit=limit)
-    return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=limit, fail_on_recompile_limit_hit=True)
+    return _recompile_limits(limit, limit, fail=True)
 
 
 def recompile_limit_at(limit: int | None) -> contextlib.AbstractContextManager:
     """dynamo's recompile limits set to `limit` for the block (the spec's `recompile_limit`); None: torch's own."""
+    return contextlib.nullcontext() if limit is None else _recompile_limits(limit, max(limit, 256))
+
+
+def _recompile_limits(limit: int, accumulated: int, fail: bool = False) -> contextlib.AbstractContextManager:
     import torch._dynamo.config as dynamo_config
 
-    if limit is None:
-        return contextlib.nullcontext()
-    if not hasattr(dynamo_config, "recompile_limit"):  # torch 2.6: the cache_size names
-        return dynamo_config.patch(cache_size_limit=limit, accumulated_cache_size_limit=max(limit, 256))
-    return dynamo_config.patch(recompile_limit=limit, accumulated_recompile_limit=max(limit, 256))
+    if not hasattr(dynamo_config, "recompile_limit"):  # torch 2.6: the cache_size names, and no raise on hitting one
+        return dynamo_config.patch(cache_size_limit=limit, accumulated_cache_size_limit=accumulated)
+    settings: dict[str, Any] = {"recompile_limit": limit, "accumulated_recompile_limit": accumulated}
+    if fail:
+        settings["fail_on_recompile_limit_hit"] = True
+    return dynamo_config.patch(settings)
 
 
 def is_recompile_limit_error(exc: BaseException) -> bool:
