@@ -935,6 +935,14 @@ class Bf16GpuSGD(Bf16ConstructorSGD):
         super()._update()
 
 
+class CpuBackendRefusingSGD(PlainSGD):
+    """DeepSpeed's FusedLamb and FusedLion: the constructor loads a kernel that the CPU accelerator lacks, and says
+    so in its own words ("had not been implemented on CPU backend"), naming neither CUDA nor a GPU."""
+
+    def __init__(self, params, lr=0.1):
+        raise ValueError("This op had not been implemented on CPU backend.")
+
+
 class ModularSGD(PlainSGD):
     """torchzero's Optimizer(params, *modules): the update is the chain of modules given after the params."""
 
@@ -1318,6 +1326,19 @@ class RankedGossipSGD(torch.optim.Optimizer):
 
     def step(self, closure=None):
         raise NotImplementedError("never constructed outside a process group")
+
+
+def get_world_size() -> int:
+    """deepspeed.comm's: asserts its own backend was set up (deepspeed.init_distributed) before anything reads it."""
+    raise AssertionError("DeepSpeed backend not set, please initialize it using init_process_group()")
+
+
+class OwnCommsBackendSGD(PlainSGD):
+    """DeepSpeed's Muon: its step splits the update across ranks read off a comms backend of the package's own,
+    whose error names no "process group" but `init_process_group()`, raised in a function named get_world_size."""
+
+    def _update(self) -> None:
+        get_world_size()
 
 
 class GroupStepCountSGD(PlainSGD):

@@ -256,3 +256,20 @@ def test_a_run_resumed_from_a_checkpoint_steps_on_the_grads_the_run_had_where_it
     resumed = run(case, Regime(steps=2, resume=whole.checkpoint))
     assert snapshot_differences(whole.final, resumed.final, case.tolerance) == []
 
+
+
+def test_a_frame_dynamo_resumed_after_a_graph_break_is_named_by_the_users_function():
+    # DeepSpeed's SingleDeviceMuon asserts in its compiled Newton-Schulz after a graph break: init's note read
+    # "in torch_dynamo_resume_in_zeropower_via_gram_newtonschulz_at_100"
+    from pytest_optimtest.harness.blame import blame
+
+    def orthogonalize(x):
+        torch._dynamo.graph_break()
+        assert x.ndim == 2, "matrices only"
+        return x
+
+    torch._dynamo.reset()
+    with pytest.raises(AssertionError) as raised:
+        torch.compile(orthogonalize, backend="eager")(torch.ones(3))
+    torch._dynamo.reset()
+    assert blame(raised.value).where.endswith("in orthogonalize (resumed after a graph break)"), blame(raised.value)

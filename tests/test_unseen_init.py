@@ -558,10 +558,12 @@ def test_init_gives_an_optimizer_whose_defaults_need_cuda_its_cpu_switches_and_a
     ("planted_unseen:CudaKernelSGD", r"Unsupported: Observed exception, at .*planted_unseen\.py:\d+ in _cuda_kernel"),
     ("planted_unseen:NoDriverSGD", r"RuntimeError: 0 active drivers \(\[\]\)\. There should only be one\., at "),
     ("planted_unseen:Bf16GpuSGD", r"RuntimeError: Weights should be on gpu, at .*planted_unseen\.py:\d+ in _update"),
+    ("planted_unseen:CpuBackendRefusingSGD", r"ValueError: This op had not been implemented on CPU backend\., at "),
 ])
 def test_init_writes_a_cuda_only_spec_for_an_optimizer_that_needs_cuda_to_step(tmp_path, capsys, optimizer, said):
     """muonium's Muon, and Triton's kernels ("0 active drivers"): init called them the optimizer's own error and a
-    protocol of its own."""
+    protocol of its own; DeepSpeed's FusedLamb, whose constructor refuses the CPU backend, a params form it could
+    not find, in a spec that skipped on the GPU too."""
     from helpers import cases_from
 
     from pytest_optimtest.scaffold import write_starter_spec
@@ -763,6 +765,21 @@ def test_init_calls_an_optimizer_told_its_rank_distributed_not_a_question_of_kwa
     text = (tmp_path / "a.yaml").read_text()
     assert "its rank in a process group (rank, world_size, topology): a distributed optimizer" in text, text
     assert "remove this skip" not in text
+    assert all(case.skip for case in cases_from(tmp_path, text))
+
+
+def test_init_calls_a_step_that_needs_a_comms_backend_distributed_not_a_question_of_the_model(tmp_path, capsys):
+    """DeepSpeed's Muon: "DeepSpeed backend not set, please initialize it using init_process_group()", raised in
+    deepspeed.comm's get_world_size, read as a shape problem ("size" in the raising function's name), and init
+    asked for a model whose params it steps."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:OwnCommsBackendSGD", tmp_path / "a.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "a.yaml").read_text()
+    assert "its step needs an initialized torch.distributed process group" in text, text
+    assert "fill in a `model`" not in text
     assert all(case.skip for case in cases_from(tmp_path, text))
 
 

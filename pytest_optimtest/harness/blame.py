@@ -35,11 +35,21 @@ class Blame:
         if not self.frames:
             return ""
         f = self.frames[-1]
-        return f"{f.filename}:{f.lineno} in {f.name}"
+        return f"{f.filename}:{f.lineno} in {_user_function(f.name)}"
 
     def traceback(self, limit: int = 6) -> str:
         """The user's frames as a traceback excerpt, innermost last."""
         return "".join(traceback.format_list(self.frames[-limit:])).rstrip()
+
+
+_RESUMED = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+")
+
+
+def _user_function(name: str) -> str:
+    """The user's name for a frame's function: dynamo names the code it resumes after a graph break
+    `torch_dynamo_resume_in_<function>_at_<line>`."""
+    found = _RESUMED.fullmatch(name)
+    return f"{found.group(1)} (resumed after a graph break)" if found else name
 
 
 def _kind(filename: str) -> str:

@@ -15,8 +15,10 @@ from .probe import _construct, _bf16_two_linear, _located, _raising_line, _stepp
 
 
 # What an error raised without a GPU says when the code wants one: a check of its own (FlashAdam's "Quantization
-# requires a CUDA device."), Triton finding no driver ("0 active drivers"), an assert on `is_cuda` (muonium's).
-_WANTS_CUDA = re.compile(r"\bcuda\b|is_cuda|\bgpus?\b|nvidia|active drivers", re.IGNORECASE)
+# requires a CUDA device."), Triton finding no driver ("0 active drivers"), an assert on `is_cuda` (muonium's), a
+# kernel the CPU lacks (DeepSpeed's FusedLamb: "This op had not been implemented on CPU backend.").
+_WANTS_CUDA = re.compile(r"\bcuda\b|is_cuda|\bgpus?\b|nvidia|active drivers|implemented (?:on|for) (?:the )?cpu\b",
+                         re.IGNORECASE)
 
 
 def _names_cuda(problem: str) -> bool:

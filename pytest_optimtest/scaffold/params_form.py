@@ -216,7 +216,8 @@ def _what_to_fill_in(step_problem: str) -> str:
         key = step_problem.partition(", at ")[0].removeprefix("KeyError: ")
         return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
                 "use_muon so: [{min_ndim: 2, use_muon: true}, {use_muon: false}]); where not, the error is the optimizer's own")
-    if any(word in step_problem for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
+    message = step_problem.partition(", at ")[0]  # not the raising function's name (get_world_size is no shape)
+    if any(word in message for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
         return "fill in a `model` whose params it steps, or `params` groups that select them"
     return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
             "it needs, if it needs more than the defaults")

@@ -19,6 +19,12 @@ from .probe import (_construct, ProbeTimeout, _PROBE_BACKWARD, _PROBE_CLOSURE, _
                     _stepped_with, _time_bounded)
 
 
+def _needs_process_group(step_problem: str) -> bool:
+    """Whether a step's error asks for a process group: torch's "Default process group has not been initialized",
+    DeepSpeed's "backend not set, please initialize it using init_process_group()"."""
+    return re.search(r"process.group", step_problem.partition(", at ")[0], re.IGNORECASE) is not None
+
+
 def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple[str, str] | None:
     """(comment, skip reason) where the step needs what no plugin run gives it: sparse grads, a process
     group, a closure protocol of its own; None where filling in params or a model may do."""
@@ -28,10 +34,10 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step refuses dense grads ({step_problem}) and steps sparse ones",
                 "a sparse-gradient optimizer: the plugin's models give dense grads (sparse ones, as "
                 "nn.Embedding(sparse=True) gives, are not supported yet)")
-    if "process group" in step_problem:
+    if _needs_process_group(step_problem):
         return (f"its step needs torch.distributed initialized ({step_problem})",
-                "its step needs an initialized torch.distributed process group (it shares the update across ranks): "
-                "the plugin steps it in one process, without one")
+                "its step needs an initialized torch.distributed process group, or its package's comms backend set up "
+                "over one (it shares the update across ranks): the plugin steps it in one process, without one")
     given = _closure_arguments(cls, form, kwargs)
     if given is not None:
         return (f"its step calls its closure with arguments ({given}): {step_problem}",
