@@ -943,6 +943,18 @@ class CpuBackendRefusingSGD(PlainSGD):
         raise ValueError("This op had not been implemented on CPU backend.")
 
 
+class InstanceNumberedSGD(PlainSGD):
+    """DeepSpeed's CPU optimizers: each instance takes the next number of a class-wide count (`opt_id`), which
+    its C++ kernels key their state by; two optimizers built alike differ in it, however alike they step."""
+
+    made = 0
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr=lr)
+        self.opt_id = InstanceNumberedSGD.made
+        InstanceNumberedSGD.made += 1
+
+
 class ModularSGD(PlainSGD):
     """torchzero's Optimizer(params, *modules): the update is the chain of modules given after the params."""
 

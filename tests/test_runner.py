@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import one_case
+from helpers import one_case, run_check
 
 from pytest_optimtest.harness import torch_api
 from pytest_optimtest.harness.compare import snapshot_differences
@@ -273,3 +273,11 @@ def test_a_frame_dynamo_resumed_after_a_graph_break_is_named_by_the_users_functi
         torch.compile(orthogonalize, backend="eager")(torch.ones(3))
     torch._dynamo.reset()
     assert blame(raised.value).where.endswith("in orthogonalize (resumed after a graph break)"), blame(raised.value)
+
+
+@pytest.mark.parametrize("check", ["law_determinism", "parity", "state_dict"])
+def test_an_attribute_that_numbers_the_instance_is_no_difference_between_runs(tmp_path, check):
+    # DeepSpeed's CPUAdam, CPUAdagrad, CPULion: "optimizer attribute['opt_id']: second 9 != first 10", red in
+    # law_determinism and law_equivalent, where two optimizers built alike step alike
+    case = one_case(tmp_path, "optimizer: planted_unseen:InstanceNumberedSGD\nkwargs: {lr: 0.1}\n")
+    run_check(check, case)

@@ -177,8 +177,22 @@ def snapshot_differences(eager: Any, compiled: Any, tol: Tolerance, labels: tupl
         value_differences("param", eager.params, compiled.params, tol, labels)
         + value_differences("state", eager.state, compiled.state, tol, labels)
         + group_differences(eager.groups, compiled.groups, tol, labels)
-        + value_differences("optimizer attribute", getattr(eager, "attrs", {}), getattr(compiled, "attrs", {}), tol, labels)
+        + value_differences("optimizer attribute", *_run_attributes(eager, compiled), tol, labels)
     )
+
+
+def instance_attributes(eager: Any, compiled: Any) -> set[str]:
+    """The attributes two runs' constructors set to different scalars: they name the instance, not its run
+    (DeepSpeed's `opt_id`, a count of the optimizers made, which its C++ kernels key their state by)."""
+    first, second = getattr(eager, "constructed", {}), getattr(compiled, "constructed", {})
+    return {k for k in first.keys() & second.keys() if not _equal(first[k], second[k])}
+
+
+def _run_attributes(eager: Any, compiled: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both snapshots' attributes, less those that name the instance."""
+    named = instance_attributes(eager, compiled)
+    first, second = getattr(eager, "attrs", {}), getattr(compiled, "attrs", {})
+    return {k: v for k, v in first.items() if k not in named}, {k: v for k, v in second.items() if k not in named}
 
 
 def median_ratio(reference: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> float | None:

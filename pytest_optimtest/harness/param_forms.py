@@ -12,6 +12,7 @@ import torch
 
 from ..spec.param_groups import assign, describe
 from ..spec.values import BaseOptimizer, bind_base_optimizers, build_kwargs
+from .snapshot import record_construction
 from .vacuity import NotApplicable
 
 
@@ -89,7 +90,9 @@ def instantiate(optimizer_cls: Any, args: tuple, params: dict[str, Any], kwargs:
         args, optimizer_cls = (*optimizer_cls.args, *args), optimizer_cls.func
     if any(isinstance(v, BaseOptimizer) for v in kwargs.values()):
         kwargs = bind_base_optimizers(kwargs, _tensors_in([*args, *params.values()]) if over is None else over)
-    return optimizer_cls(*args, **params, **kwargs)
+    optimizer = optimizer_cls(*args, **params, **kwargs)
+    record_construction(optimizer)
+    return optimizer
 
 
 def binding_base_optimizers(optimizer_cls: Any, kwargs: dict[str, Any], form: Any = "list",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import inspect
 import re
+import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -201,6 +202,26 @@ class OptimizerSnapshot:
     groups: list[dict[str, Any]]
     attrs: dict[str, Any]
     tensor_attributes: tuple[str, ...] = ()  # state kept as attributes of state tensors, which no checkpoint saves
+    constructed: dict[str, Any] = field(default_factory=dict)  # its scalar attributes as its constructor left them
+
+
+_CONSTRUCTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def record_construction(optimizer: Any) -> None:
+    """Keep the optimizer's scalar attributes as its constructor left them, for the snapshots of its run."""
+    try:
+        _CONSTRUCTED[optimizer] = {k: v for k, v in vars(optimizer).items() if isinstance(v, SIMPLE)}
+    except TypeError:  # no __dict__, or not weakly referable: nothing recorded, every attribute compared
+        pass
+
+
+def constructed_attributes(optimizer: Any) -> dict[str, Any]:
+    """The scalar attributes `record_construction` kept for the optimizer, or none."""
+    try:
+        return _CONSTRUCTED.get(optimizer, {})
+    except TypeError:
+        return {}
 
 
 def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -> OptimizerSnapshot:
@@ -215,7 +236,7 @@ def snapshot(optimizer: torch.optim.Optimizer, names: dict[torch.Tensor, str]) -
         for k, v in vars(optimizer).items()
         if k not in ("state", "param_groups", "defaults") and k not in torch_api.WRAPPER_ATTRIBUTES and _is_plain(v)
     }
-    return OptimizerSnapshot(params, state, groups, attrs, tensor_attributes(optimizer, by_id))
+    return OptimizerSnapshot(params, state, groups, attrs, tensor_attributes(optimizer, by_id), constructed_attributes(optimizer))
 
 
 def _foreign_key_name(position: int, key: Any) -> str:
