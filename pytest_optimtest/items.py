@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .harness import torch_api
-from .harness.blame import blame, recompile_limit_diagnosis
+from .harness.blame import blame, bounded_message, recompile_limit_diagnosis
 from .harness.containment import CaseTimedOut
 from .harness.compiled_run import CompiledStepOnlyError
 from .harness.ladder import RungFailure
@@ -225,7 +225,7 @@ def failure_text(exc: BaseException, check_run: Any) -> str:
         return str(exc)
     cause = exc.error if isinstance(exc, CompiledStepOnlyError) else exc
     found = blame(cause, handler_frames=1 if isinstance(cause, CaseTimedOut) else 0)
-    shown = f"{type(cause).__name__}: {cause}"
+    shown = bounded_message(cause)
     if isinstance(exc, (CompiledStepOnlyError, CaseTimedOut)):
         hung = found.where or found.innermost  # inside torch (compiling, say) when no frame of the optimizer's is running
         head = f"{exc}\n" + (f"  hung at {hung}\n" if isinstance(exc, CaseTimedOut) and hung else "")

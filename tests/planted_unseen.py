@@ -955,6 +955,21 @@ class InstanceNumberedSGD(PlainSGD):
         InstanceNumberedSGD.made += 1
 
 
+class InstanceStepSGD(PlainSGD):
+    """DeepSpeed's ZenFlowCPUAdam: its constructor sets `self.step = self._sequential_step`, a step(step_id,
+    closure=None) that ZeRO-Offload's engine calls, over the class's step(closure=None)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr=lr)
+        self.step = self._sequential_step
+
+    @torch.no_grad()
+    def _sequential_step(self, step_id, closure=None):
+        if not isinstance(step_id, int):  # what pybind11 says of a C++ kernel's int argument given something else
+            raise TypeError(f"adam_update(): incompatible function arguments.\nInvoked with: {step_id!r}")
+        return super().step(closure)
+
+
 class ModularSGD(PlainSGD):
     """torchzero's Optimizer(params, *modules): the update is the chain of modules given after the params."""
 

@@ -281,3 +281,19 @@ def test_an_attribute_that_numbers_the_instance_is_no_difference_between_runs(tm
     # law_determinism and law_equivalent, where two optimizers built alike step alike
     case = one_case(tmp_path, "optimizer: planted_unseen:InstanceNumberedSGD\nkwargs: {lr: 0.1}\n")
     run_check(check, case)
+
+
+def test_a_decorated_step_is_judged_tensorless_by_the_code_it_wraps():
+    # DeepSpeed's CPU optimizers: a `@torch.no_grad()` step whose body names torch was judged by the decorator's frame,
+    # and a step that calls a C++ kernel dynamo skips was called "torch's doing, dynamo's heuristic" with a closure
+    from planted_unseen import TorchlessStepSGD
+
+    class NoGradStep(TorchlessStepSGD):
+        @torch.no_grad()
+        def step(self, closure=None):
+            with torch.enable_grad():
+                return super().step(closure)
+
+    param = torch.nn.Parameter(torch.ones(2))
+    assert torch_api.frame_skipped_without_tensors(TorchlessStepSGD([param], lr=0.1).step)
+    assert not torch_api.frame_skipped_without_tensors(NoGradStep([param], lr=0.1).step)

@@ -237,6 +237,22 @@ def test_a_step_whose_first_argument_is_no_closure_is_skipped_saying_so_not_red(
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
 
 
+def test_a_step_its_constructor_sets_with_arguments_of_its_own_is_skipped_saying_so_not_red(pytester):
+    """DeepSpeed's ZenFlowCPUAdam sets `self.step = self._sequential_step`, step(step_id, closure=None): init read
+    the class's step(closure=None) and wrote a spec whose every case was one red, "torch raised it" at torch's
+    no_grad wrapper, and the closure case handed its closure over as step_id."""
+    shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
+    shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
+    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:InstanceStepSGD", "-o", "s.yaml").ret == 0
+    text = (pytester.path / "s.yaml").read_text()
+    assert "its step takes step(step_id), a protocol of its own" in text, text
+    pytester.makefile(".yaml", hand="optimizer: planted_unseen:InstanceStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads]\n"
+                                    "closure: [false, true]\n")
+    result = pytester.runpytest_subprocess("--optim-spec", "hand.yaml", "-n", "0", "-p", "no:randomly", "-rs")
+    assert result.parseoutcomes() == {"skipped": 3}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*its step (InstanceStepSGD._sequential_step) requires step_id: a step protocol of its own*"])
+
+
 def test_init_finds_the_rng_use_of_a_step_that_requires_a_closure(tmp_path):
     """torch_pso's steps draw and need a closure: init's RNG probe stepped without one, saw the step raise,
     and wrote no `fallback_random` (each case's parity then red, saying to set it)."""

@@ -79,6 +79,14 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+def bounded_message(exc: BaseException, lines: int = 12, chars: int = 2000) -> str:
+    """The exception as `Type: message`, cut to `lines` lines and `chars` characters, saying how much was left
+    out (pybind11's "incompatible function arguments" prints every tensor it was given)."""
+    text = f"{type(exc).__name__}: {exc}"
+    kept = "\n".join(text.splitlines()[:lines])[:chars]
+    return kept if kept == text else f"{kept}\n  ... ({len(text) - len(kept)} more characters of the message)"
+
+
 def told(exc: BaseException) -> str:
     """The exception in one line, where it was raised, whose doing it is, and why where that is known."""
     found = blame(exc)

@@ -117,6 +117,18 @@ def step_parameters(optimizer_cls: type) -> list[inspect.Parameter] | None:
         return None
 
 
+def own_step_arguments(optimizer: Any) -> list[str]:
+    """The positional arguments the instance's `step` requires, a closure aside: none for torch.optim's
+    protocol. The instance's, not the class's: DeepSpeed's ZenFlowCPUAdam sets `self.step =
+    self._sequential_step`, a step(step_id, closure=None) over the class's step(closure=None)."""
+    try:
+        parameters = inspect.signature(optimizer.step).parameters.values()
+    except (AttributeError, TypeError, ValueError):  # no step, or none with a signature to read (a C function)
+        return []
+    return [p.name for p in parameters if p.default is p.empty and p.name != "closure"
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def takes_closure(optimizer_cls: type) -> bool:
     """Whether the step has a parameter for a closure (one without a signature gets the benefit of the doubt)."""
     parameters = step_parameters(optimizer_cls)

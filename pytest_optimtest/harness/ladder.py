@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .blame import blame, one_line
-from .builder import closure_taken_as_value
+from .builder import build_model, closure_taken_as_value, make_optimizer, own_step_arguments
 from .compare import listed, snapshot_differences
 from .compiled_run import CompiledRun, CompiledStepOnlyError
 from .containment import CaseTimedOut
@@ -195,6 +195,9 @@ def probe_eager(case: Any) -> EagerProbe:
             if argument is not None:
                 return EagerProbe(RungFailure("eager_steps", _not_a_closure(case, argument, failure.error),
                                               not_applicable=True), 0)
+            protocol = _own_step_protocol(case, failure.error)
+            if protocol is not None:
+                return EagerProbe(RungFailure("eager_steps", protocol, not_applicable=True), 0)
             return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
         if probe.moved:
             return EagerProbe(None, steps, probe.draws, probe.swapped)
@@ -205,6 +208,19 @@ def _not_a_closure(case: Any, argument: str, error: BaseException) -> str:
     return (f"{case.id}: its step takes a value of its own as `{argument}`, its first argument, where the plugin's "
             f"closure runs put their closure (given one, it raised {one_line(error)}): a step protocol of its own, not "
             "torch.optim's step(closure); not supported (init writes such a spec's skip)")
+
+
+def _own_step_protocol(case: Any, error: BaseException) -> str | None:
+    """Why the case cannot run, where its step raised and the step its instance has requires arguments that
+    torch.optim's step takes none of (given none it lacks them, given a closure it takes that for one); None
+    otherwise."""
+    optimizer = make_optimizer(case, build_model(case))
+    required = own_step_arguments(optimizer)
+    if not required:
+        return None
+    return (f"{case.id}: its step ({getattr(optimizer.step, '__qualname__', 'step')}) requires {', '.join(required)}: "
+            f"a step protocol of its own, where torch.optim's step takes a closure or nothing (called so, it raised "
+            f"{one_line(error)}); not supported (init writes such a spec's skip)")
 
 
 def _unmoved(case: Any, steps: int) -> RungFailure:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import inspect
 import re
 import sys
 import traceback
@@ -418,8 +419,9 @@ def frame_skipped_without_tensors(function: Callable[..., Any]) -> bool:
     """Whether dynamo skips `function`'s frame when it is entered with no tensor among its locals, as a
     step is after its closure's graph break (the optimizer and the closure): dynamo traces a frame only
     where one holds a tensor or its code names a torch module among its globals (convert_frame's
-    has_tensor_in_frame). gradient_equilibrum's step names none: it ran eagerly, whole."""
-    function = getattr(function, "__func__", function)
+    has_tensor_in_frame). gradient_equilibrum's step names none: it ran eagerly, whole. A decorated step
+    (DeepSpeed's `@torch.no_grad()` ones) is judged by the code it wraps, whose frame calls the closure."""
+    function = inspect.unwrap(getattr(function, "__func__", function))
     code, found = getattr(function, "__code__", None), getattr(function, "__globals__", {})
     if code is None:
         return False

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from ..harness.builder import backward_flag, closure_taken_as_value, make_closure, requires_closure, step_parameters
+from ..harness.builder import (backward_flag, closure_taken_as_value, make_closure, own_step_arguments, requires_closure,
+                                step_parameters)
 from ..models import IN_FEATURES, two_linear
 from ..setups import train_mode
 from .constructor import _numeric
@@ -58,7 +59,7 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step takes the loss's value as `{valued}`, not a closure: {step_problem}",
                 f"its step takes the loss's value as `{valued}` after backward (step(loss)), a protocol of its own: "
                 "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
-    taken = _step_arguments(cls)
+    taken = _step_arguments(cls) or _instance_step_arguments(cls, form, kwargs)
     if taken is not None:
         return f"its step requires arguments torch.optim's do not ({taken}): {step_problem}", _step_arguments_reason(taken)
     wanted = _argument_protocol(cls, form, kwargs)
@@ -130,6 +131,15 @@ def _step_arguments(cls: type) -> str | None:
                   if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     tensor = bool(parameters) and parameters[0].annotation in (torch.Tensor, "torch.Tensor", "Tensor")
     return f"step({', '.join(p.name for p in parameters)})" if len(parameters) > 1 or tensor else None
+
+
+def _instance_step_arguments(cls: type, form: Any, kwargs: dict) -> str | None:
+    """The step's call where the step its instance has (set by its constructor) requires arguments, else None."""
+    try:
+        required = own_step_arguments(_construct(cls, form, two_linear(), kwargs))
+    except Exception:  # noqa: BLE001  # it constructed for the probe before: nothing more to learn here
+        return None
+    return f"step({', '.join(required)})" if required else None
 
 
 def _step_arguments_reason(taken: str) -> str:
