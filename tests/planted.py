@@ -484,6 +484,17 @@ def rank_exit(payload: int, rank: int, world_size: int) -> None:
     dist.all_reduce(torch.zeros(1))
 
 
+def rank_segfault(payload: None, rank: int, world_size: int) -> None:
+    """A rank job: rank 1 dereferences a null pointer (a native kernel given a DTensor's storage); rank 0 waits."""
+    import ctypes
+
+    import torch.distributed as dist
+
+    if rank == 1:
+        ctypes.string_at(0)
+    dist.all_reduce(torch.zeros(1))
+
+
 def every_rank_exits(payload: int, rank: int, world_size: int) -> None:
     """A rank job: every rank exits, rank r with code `payload + r`, rank 1 a moment after rank 0 (both
     from one barrier: the ranks take a job at their own pace)."""

@@ -226,6 +226,16 @@ def test_ranks_that_die_together_are_each_named():
     _assert_gone(failed.value.pids)
 
 
+def test_a_rank_killed_by_a_signal_is_told_with_the_signal_and_the_line_it_was_running():
+    # DeepSpeed's CPU Adam under FSDP2: "rank 0 failed (exit code -11)", the line only deep in the log's tail
+    pools = RankPools()
+    with pytest.raises(RankFailure) as failed:
+        pools.run(RankJob("planted:rank_segfault", None, 2, "gloo", 120))
+    assert re.search(r"rank 1 failed \(killed by signal SIGSEGV \(exit code -11\) at \S*planted\.py:\d+ in rank_segfault\)",
+                     str(failed.value)), str(failed.value)
+    _assert_gone(failed.value.pids)
+
+
 def test_a_ranks_job_that_raises_is_told_with_its_line_and_whose_doing():
     pools = RankPools()
     with pytest.raises(RankFailure) as failed:

@@ -297,3 +297,13 @@ def test_a_decorated_step_is_judged_tensorless_by_the_code_it_wraps():
     param = torch.nn.Parameter(torch.ones(2))
     assert torch_api.frame_skipped_without_tensors(TorchlessStepSGD([param], lr=0.1).step)
     assert not torch_api.frame_skipped_without_tensors(NoGradStep([param], lr=0.1).step)
+
+
+def test_a_red_shows_a_long_exception_message_cut_saying_how_much_was_left_out():
+    # pybind11's "incompatible function arguments" lists every tensor it was given: a red of 600 lines
+    from pytest_optimtest.harness.blame import bounded_message
+
+    shown = bounded_message(TypeError("adam_update(): incompatible function arguments.\n" + "tensor([0.1, 0.2])\n" * 500))
+    assert shown.startswith("TypeError: adam_update(): incompatible function arguments.\n")
+    assert len(shown.splitlines()) == 13 and shown.endswith("more characters of the message)"), shown
+    assert bounded_message(ValueError("short")) == "ValueError: short"

@@ -63,6 +63,11 @@ def _kind(filename: str) -> str:
     return "optimizer"
 
 
+def file_owner(filename: str) -> str:
+    """Whose code a file is: "optimizer" (the user's), "torch", "pytest-optimtest" or "python"."""
+    return _kind(filename)
+
+
 def _generated(path: str) -> bool:
     folder = torch_api.generated_code_dir()
     return folder is not None and _within(path, str(Path(folder).resolve()))

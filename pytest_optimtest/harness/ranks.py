@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,8 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .blame import file_owner
 
 HOST = "127.0.0.1"
 DEATH_GRACE_S = 0.5  # after one rank dies, how long the others get to die of their own before they are killed
@@ -133,9 +136,9 @@ class RankPool:
                 codes = self._codes_after(DEATH_GRACE_S)
                 then = [r for r, c in enumerate(codes) if c is not None and r not in failed]
                 _kill(self._procs)
-                raise RankFailure("\n".join([*(f"rank {r} failed (exit code {codes[r]}){_raised(outputs[r])}:\n{_tail(self.folder, r)}"
-                                               for r in failed),
-                                             *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s (exit code {codes[r]}):\n"
+                raise RankFailure("\n".join([*(f"rank {r} failed ({_exit(codes[r], self.folder, r)}){_raised(outputs[r])}:\n"
+                                               f"{_tail(self.folder, r)}" for r in failed),
+                                             *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s ({_exit(codes[r], self.folder, r)}):\n"
                                                f"{_tail(self.folder, r)}" for r in then)]), self.pids,
                                   next(filter(None, (_cause(outputs[r]) for r in failed)), ""))
             if time.monotonic() > deadline:
@@ -217,6 +220,23 @@ def _cause(output: Path) -> str:
     """The root cause of what the rank's job raised, where blame knew one."""
     cause = output.with_suffix(".cause")
     return cause.read_text(errors="replace") if cause.exists() else ""
+
+
+def _exit(code: int | None, folder: Path, rank: int) -> str:
+    """How a rank ended: its exit code, or the signal that killed it and the Python line it was running then
+    (faulthandler's innermost frame: DeepSpeed's CPU Adam handing a DTensor's storage to its C++ kernel)."""
+    if code is None or code >= 0:
+        return f"exit code {code}"
+    try:
+        how = f"killed by signal {signal.Signals(-code).name} (exit code {code})"
+    except ValueError:
+        how = f"exit code {code}"
+    path = folder / f"rank{rank}.log"
+    log = path.read_text(errors="replace") if path.exists() else ""
+    stack = log.partition("(most recent call first):\n")[2].partition("\n\n")[0]
+    frames = re.findall(r'^\s*File "(.+)", line (\d+) in (\S+)', stack, re.MULTILINE)
+    frame = next((f for f in frames if file_owner(f[0]) == "optimizer"), frames[0] if frames else None)
+    return f"{how} at {frame[0]}:{frame[1]} in {frame[2]}" if frame else how
 
 
 def _tail(folder: Path, rank: int, lines: int = 25) -> str:
