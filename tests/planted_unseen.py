@@ -970,6 +970,17 @@ class InstanceStepSGD(PlainSGD):
         return super().step(closure)
 
 
+class MarkedParamsSGD(PlainSGD):
+    """DeepSpeed's ZenFlowSelectiveAdamW: steps only the params its engine marked (`selected_grad`), and skips
+    every other one without a word."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if hasattr(p, "selected_grad"):
+                    p.add_(p.selected_grad, alpha=-group["lr"])
+
+
 class ModularSGD(PlainSGD):
     """torchzero's Optimizer(params, *modules): the update is the chain of modules given after the params."""
 

@@ -253,6 +253,17 @@ def test_a_step_its_constructor_sets_with_arguments_of_its_own_is_skipped_saying
     result.stdout.fnmatch_lines(["*its step (InstanceStepSGD._sequential_step) requires step_id: a step protocol of its own*"])
 
 
+def test_init_says_a_step_that_moves_nothing_at_any_lr_wants_more_than_grads(tmp_path, capsys):
+    """DeepSpeed's ZenFlowSelectiveAdamW steps only the params its engine marked: init said "raise lr or steps"
+    of params that stayed bitwise unchanged at every lr."""
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:MarkedParamsSGD", tmp_path / "a.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "a.yaml").read_text()
+    assert "its steps left every param bitwise unchanged at every lr tried" in text, text
+    assert "raise lr or steps" not in text
+
+
 def test_init_finds_the_rng_use_of_a_step_that_requires_a_closure(tmp_path):
     """torch_pso's steps draw and need a closure: init's RNG probe stepped without one, saw the step raise,
     and wrote no `fallback_random` (each case's parity then red, saying to set it)."""

@@ -85,9 +85,10 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
     """(lr, note): the smallest of lr, 10 lr, ... (up to `most`) at which the params move MOVEMENT
     default tolerances (see _movement), so the checks compare a step that did something (an optimizer
     idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
-    tried = []
+    tried, movements = [], []
     while True:
         moved = _movement(cls, form, factory, lr, dtype)
+        movements.append(moved)
         tried.append(f"{lr:g}: {moved:.3g}" if moved is not None else f"{lr:g}: raised")
         if moved is None or moved >= MOVEMENT or lr * 10 > most * (1 + 1e-9):
             break
@@ -98,6 +99,11 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
         return lr, f"raised until the params move {MOVEMENT:g} tolerances, the model's and the laws' (lr: tolerances {', '.join(tried)})"
     if moved is None and len(tried) == 1:  # what raised is said where the spec's first step is probed
         return lr, "its step raised at this lr, so how far it moves the params is unknown"
+    if all(m == 0 for m in movements):  # no lr moves them: its step wants more than grads (DeepSpeed's ZenFlow)
+        return lr, (f"its steps left every param bitwise unchanged at every lr tried ({', '.join(tried)}): it does not "
+                    "step params given only their grads, as torch.optim's are (it may step only params a framework "
+                    "marks, or wait for state it is handed); fill in what it needs, else each case is one red, "
+                    "'the optimizer's step moved nothing'")
     return lr, (f"the params move under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
                 f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
 
