@@ -59,7 +59,7 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step takes the loss's value as `{valued}`, not a closure: {step_problem}",
                 f"its step takes the loss's value as `{valued}` after backward (step(loss)), a protocol of its own: "
                 "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
-    taken = _step_arguments(cls) or _instance_step_arguments(cls, form, kwargs)
+    taken = _step_arguments(cls)
     if taken is not None:
         return f"its step requires arguments torch.optim's do not ({taken}): {step_problem}", _step_arguments_reason(taken)
     wanted = _argument_protocol(cls, form, kwargs)
@@ -72,6 +72,9 @@ def _unsteppable(cls: type, form: Any, kwargs: dict, step_problem: str) -> tuple
         return (f"its step takes a value as `{argument}`, not a closure: given one it raised {problem}",
                 f"its step takes a value of its own as `{argument}` (step({argument}, ...): it computes with it), where "
                 "torch.optim's steps take a closure or nothing, as the plugin's runs give: not supported")
+    taken = _instance_step_arguments(cls, form, kwargs)  # a step its constructor sets (ZenFlowCPUAdam's)
+    if taken is not None:
+        return f"its step requires arguments torch.optim's do not ({taken}): {step_problem}", _step_arguments_reason(taken)
     return None
 
 
