@@ -1379,6 +1379,20 @@ class OwnCommsBackendSGD(PlainSGD):
         get_world_size()
 
 
+class OwnCommsMuonHybrid(torch.optim.Optimizer):
+    """DeepSpeed's MuonWithAuxAdam (Keller Jordan's): takes groups flagged `use_muon` and nothing else, and its step
+    reads the world size off DeepSpeed's comms backend."""
+
+    def __init__(self, param_groups):
+        for group in param_groups:
+            assert "use_muon" in group  # a plain list: Tensor.__contains__ refuses the str
+            group.setdefault("lr", 0.02)
+        super().__init__(param_groups, {})
+
+    def step(self, closure=None):
+        get_world_size()
+
+
 class GroupStepCountSGD(PlainSGD):
     """geoopt's RiemannianSGD: `if "step" not in group: group["step"] = 0` then `group["step"] += 1`, a key
     its groups get on the first step (dynamo guards the group's length); no state at its default momentum 0."""

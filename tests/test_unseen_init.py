@@ -803,11 +803,12 @@ def test_init_calls_a_step_that_needs_a_comms_backend_distributed_not_a_question
 
     from pytest_optimtest.scaffold import write_starter_spec
 
-    assert write_starter_spec("planted_unseen:OwnCommsBackendSGD", tmp_path / "a.yaml") == 0, capsys.readouterr().err
-    text = (tmp_path / "a.yaml").read_text()
-    assert "its step needs an initialized torch.distributed process group" in text, text
-    assert "fill in a `model`" not in text
-    assert all(case.skip for case in cases_from(tmp_path, text))
+    for planted in ("OwnCommsBackendSGD", "OwnCommsMuonHybrid"):  # the second takes `use_muon` groups only
+        assert write_starter_spec(f"planted_unseen:{planted}", tmp_path / f"{planted}.yaml") == 0, capsys.readouterr().err
+        text = (tmp_path / f"{planted}.yaml").read_text()
+        assert "its step needs an initialized torch.distributed process group" in text, text
+        assert "fill in a `model`" not in text and "laws on by default failed" not in capsys.readouterr().out
+        assert all(case.skip for case in cases_from(tmp_path, text))
 
 
 def test_a_load_that_recompiles_on_the_group_key_dynamo_writes_says_it_is_torchs(tmp_path):

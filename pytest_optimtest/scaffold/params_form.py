@@ -81,9 +81,12 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                     (f"it takes positional arguments after its params (*{extra}), which a spec cannot give"
                      if extra and not _refuses_values(problems["list"]) else
                      f"it takes {_what_it_takes(cls, problems['list'])}")]
+            step_problem = _first_step_problem(cls, flagged, kwargs, two_linear)
+            skip = _unsteppable(cls, flagged, kwargs, step_problem) if step_problem else None
             return flagged, two_linear, [f"params:  # matrices in a group with use_muon: true, the rest with use_muon: false "
                                          f"(it refuses a plain list: {problems['list']})",
-                                         "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}"]
+                                         "  - {min_ndim: 2, use_muon: true}", "  - {use_muon: false}",
+                                         *(_skip_lines(*skip) if skip else [])]
         factory = two_linear_no_bias  # a constructor that takes matrices only (EchoMuon's): its step probed over them below
     if factory is two_linear_no_bias:
         lines = [*([] if form == "list" else [f"params: {form}"]),
