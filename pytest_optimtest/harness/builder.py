@@ -118,9 +118,11 @@ def step_parameters(optimizer_cls: type) -> list[inspect.Parameter] | None:
 
 
 def own_step_arguments(optimizer: Any) -> list[str]:
-    """The positional arguments the instance's `step` requires, a closure aside: none for torch.optim's
-    protocol. The instance's, not the class's: DeepSpeed's ZenFlowCPUAdam sets `self.step =
-    self._sequential_step`, a step(step_id, closure=None) over the class's step(closure=None)."""
+    """The positional arguments a `step` set on the instance requires, a closure aside (DeepSpeed's
+    ZenFlowCPUAdam sets `self.step = self._sequential_step`, a step(step_id, closure=None) over the class's
+    step(closure=None)); none where the step is the class's, whose signature the runs already follow."""
+    if "step" not in getattr(optimizer, "__dict__", {}):
+        return []
     try:
         parameters = inspect.signature(optimizer.step).parameters.values()
     except (AttributeError, TypeError, ValueError):  # no step, or none with a signature to read (a C function)

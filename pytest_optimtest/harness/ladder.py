@@ -214,7 +214,10 @@ def _own_step_protocol(case: Any, error: BaseException) -> str | None:
     """Why the case cannot run, where its step raised and the step its instance has requires arguments that
     torch.optim's step takes none of (given none it lacks them, given a closure it takes that for one); None
     otherwise."""
-    optimizer = make_optimizer(case, build_model(case))
+    try:
+        optimizer = make_optimizer(case, build_model(case))
+    except Exception:  # noqa: BLE001  # it constructed for the run that raised; what it raises now tells nothing more
+        return None
     required = own_step_arguments(optimizer)
     if not required:
         return None
