@@ -981,6 +981,20 @@ class MarkedParamsSGD(PlainSGD):
                     p.add_(p.selected_grad, alpha=-group["lr"])
 
 
+class LastParamCounterSGD(PlainSGD):
+    """DeepSpeed's FusedAdam: counts the group's steps in `state['step']` of whichever param its loop ended on."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            state = {}
+            for p in group["params"]:
+                state = self.state[p]
+                state.setdefault("step", 0)
+                p.add_(p.grad, alpha=-group["lr"])
+            if state:
+                state["step"] += 1
+
+
 class ModularSGD(PlainSGD):
     """torchzero's Optimizer(params, *modules): the update is the chain of modules given after the params."""
 

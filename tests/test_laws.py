@@ -246,3 +246,11 @@ def test_a_spec_raises_dynamos_recompile_limit_for_an_optimizer_whose_own_compil
     (tmp_path / "raised").mkdir()
     verdict = CHECKS["law_param_groups"].run(one_case(tmp_path / "raised", spec.format("recompile_limit: 1000\n")), RunCache())
     assert "changing one group's lr changed that group's next update only" in verdict
+
+
+def test_the_coupling_probe_tells_state_kept_for_several_params_on_one_from_a_coupled_update(tmp_path):
+    # DeepSpeed's FusedAdam counts a group's steps on its last param: ZeRO's red said "a norm, line search or
+    # statistic taken over all its params" of params that moved alike
+    found = coupling(one_case(tmp_path, "optimizer: planted_unseen:LastParamCounterSGD\nkwargs: {lr: 0.1}\n"), 0)
+    assert found is not None and found.couples, found
+    assert found.evidence.startswith("its state couples params") and "['state']['step']" in found.evidence, found.evidence

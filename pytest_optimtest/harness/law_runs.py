@@ -333,6 +333,11 @@ def coupling(case: Any, min_ndim: int) -> Coupling | None:
             "", {"param": alone[steps].params[first], "state": alone[steps].state.get(first, {})},
             {"param": together[steps].params[first], "state": together[steps].state.get(first, {})}, tol,
             ("alone", "beside the others"))
+        if differences and all(d.startswith("['state']") for d in differences):  # FusedAdam's step counted on the last param
+            return Coupling(True, f"its state couples params: after {steps} step(s) on the same grads, param '{first}' stepped "
+                                  f"alone keeps other state than stepped beside the others ({differences[0]}), though it moved "
+                                  "alike so far: what it keeps for a param depends on the params beside it (a count or a "
+                                  "statistic over several)")
         if differences:
             return Coupling(True, f"its update couples params: after {steps} step(s) on the same grads, param '{first}' stepped "
                                   f"alone differs from it stepped beside the others ({differences[0]}): a norm, line search or "
