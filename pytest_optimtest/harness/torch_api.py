@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import inspect
+import logging
 import re
 import sys
 import traceback
