@@ -186,6 +186,16 @@ def summed_grads(device: str = "cpu") -> torch.nn.Module:
     return Summed(*[torch.nn.Linear(10, 10, device=device) for _ in range(2)])
 
 
+class GroupSGD(MomentumSGD):
+    """Correct momentum SGD that asks its process group for the world size, as a ZeRO optimizer does
+    (Adams_ZeRO's `process_group: ProcessGroup | None`): a DeviceMesh there raises in torch.distributed."""
+
+    def __init__(self, params, process_group: torch.distributed.ProcessGroup | None = None, lr=0.1):
+        super().__init__(params, lr)
+        if torch.distributed.is_initialized():
+            self.world_size = torch.distributed.get_world_size(process_group)
+
+
 class MeshSGD(MomentumSGD):
     """Correct momentum SGD that takes the mesh its DTensor params are sharded over and refuses them
     without it (Dion's `distributed_mesh`); a plain run gives it None."""

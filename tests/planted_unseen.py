@@ -190,6 +190,30 @@ class StepCountingSGD(PlainSGD):
         return loss
 
 
+class PeriodicPullSGD(PlainSGD):
+    """Lookahead's shape: a counter on itself says when the params are pulled halfway back to a slow copy
+    in its state. torch 2.13's dynamo drops the counter's write in a compiled step, so the pull never comes."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        self.count = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["slow"] = p.detach().clone()
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        self.count += 1
+        if self.count % 2 == 0:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    slow = self.state[p]["slow"]
+                    slow.lerp_(p, 0.5)
+                    p.copy_(slow)
+        return loss
+
+
 class ClosureLossSGD(PlainSGD):
     """Stashes the closure's loss on itself, checks it with .item() (a graph break) and reads it back in
     its update: compiled, the write is dropped at the break and the read raises."""

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import item_outcome, one_case, run_verbose
+from helpers import item_outcome, one_case, run_check, run_verbose
 
-from pytest_optimtest.harness.law_runs import coupling
+from pytest_optimtest.harness.law_runs import coupling, lr_scaled
+from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.observed_run import observed_run
 
 TESTS = Path(__file__).resolve().parent
@@ -254,3 +255,19 @@ def test_the_coupling_probe_tells_state_kept_for_several_params_on_one_from_a_co
     found = coupling(one_case(tmp_path, "optimizer: planted_unseen:LastParamCounterSGD\nkwargs: {lr: 0.1}\n"), 0)
     assert found is not None and found.couples, found
     assert found.evidence.startswith("its state couples params") and "['state']['step']" in found.evidence, found.evidence
+
+
+def test_a_wrappers_laws_move_its_base_optimizers_lr_groups_and_hyperparameters(tmp_path):
+    """Lookahead takes no lr, momentum or params of its own; its base optimizer holds them. The laws over
+    groups were skipped "refuses param groups: got multiple values for argument 'optimizer'", those over
+    hyperparameters vacuous "the constructor takes no such argument", and at bf16 no lr was raised."""
+    case = one_case(tmp_path, "optimizer: planted_run_model:LookaheadWrapper\nparams: wrapped\n"
+                              'kwargs: {base_optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01, momentum: 0.5}}}\n'
+                              "laws: {param_groups: true}\n")
+    runs = RunCache()
+    assert "an lr-0 group stayed" in run_check("law_param_groups", case, runs)
+    grouped = run_check("law_group_hyperparameters", case, runs)
+    assert "momentum" in grouped and "dampening" in grouped, grouped
+    assert "momentum" in run_check("law_changed_hyperparameters", case, runs)
+    scaled = lr_scaled(case, 10.0)
+    assert scaled.kwargs["base_optimizer"]["kwargs"]["lr"] == 0.1 and "lr" not in scaled.kwargs

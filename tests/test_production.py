@@ -181,11 +181,24 @@ def test_init_gives_fsdps_mesh_to_the_one_argument_that_takes_a_mesh_and_the_spe
     assert cases_from(tmp_path, text)
 
 
-@pytest.mark.parametrize("value", ["{device_mesh: world}", "{device_mesh: [fsdp]}"])
+def test_an_argument_that_takes_a_process_group_gets_the_meshs_group_from_init_and_fsdp_passes(tmp_path):
+    """Adams_ZeRO's `process_group: ProcessGroup | None`: init gave it `{device_mesh: fsdp}`, a DeviceMesh, and
+    fsdp was red "Group DeviceMesh(...) is not registered", called torch's doing."""
+    from pytest_optimtest.scaffold import starter_spec
+
+    _, text = starter_spec("planted_production:GroupSGD")
+    assert ", process_group: {process_group: fsdp}}" in text.split("\nkwargs: ", 1)[1].splitlines()[0], text
+    assert "takes a ProcessGroup, not a DeviceMesh" in text
+    case = one_case(tmp_path, "optimizer: planted_production:GroupSGD\nkwargs: {lr: 0.05, process_group: {process_group: fsdp}}\n"
+                              "checks: [fsdp]\n")
+    assert "over DTensor params on 2 ranks" in run_check("fsdp", case)
+
+
+@pytest.mark.parametrize("value", ["{device_mesh: world}", "{device_mesh: [fsdp]}", "{process_group: world}"])
 def test_a_device_mesh_value_names_only_fsdps_mesh(tmp_path, value):
     path = tmp_path / "spec.yaml"
     path.write_text(f"optimizer: planted_production:MeshSGD\nkwargs: {{distributed_mesh: {value}}}\n")
-    with pytest.raises(SpecError, match=r"spec.yaml:2.*distributed_mesh.*\{device_mesh: \.\.\.\} takes one of fsdp"):
+    with pytest.raises(SpecError, match=r"spec.yaml:2.*distributed_mesh.*\{(device_mesh|process_group): \.\.\.\} takes one of fsdp"):
         cases_from(tmp_path, path.read_text())
 
 

@@ -257,6 +257,21 @@ def test_attribute_writes_that_dynamo_drops_are_torchs_doing_with_a_reproducer_a
     assert cause["red"] == 3
 
 
+def test_at_bf16_a_dropped_attribute_write_leads_the_diagnoses_not_the_rounding_it_ruled_out(tmp_path):
+    """Lookahead's bf16 parity red led with "with emulate_precision_casts=True the step still differs", a
+    mechanism ruled out, and its root cause said no more; the fp32 case's named dynamo's dropped write."""
+    from pytest_optimtest.harness.diagnosis import drops_optimizer_attribute_writes
+
+    if not drops_optimizer_attribute_writes():
+        pytest.skip(f"torch {torch.__version__}'s dynamo writes optimizer attributes back: nothing to diagnose")
+    case = one_case(tmp_path, "optimizer: planted_unseen:PeriodicPullSGD\ndtypes: [bfloat16]\nchecks: [parity]\n")
+    with pytest.raises(AssertionError) as info:
+        CHECKS["parity"].run(case, RunCache())
+    diagnoses = [line.strip() for line in str(info.value).splitlines() if line.strip().startswith("diagnosis: ")]
+    assert diagnoses[0].startswith("diagnosis: torch's doing (dynamo): the installed torch drops attribute writes"), diagnoses
+    assert any("emulate_precision_casts=True the step still differs" in line for line in diagnoses[1:]), diagnoses
+
+
 def test_per_step_work_in_init_group_that_dynamo_runs_once_is_torchs_doing(session):
     out, _ = session
     if _outcome(out, "specs/initgroup.yaml::initgroupcountingsgd-default-cpu::parity") == "PASSED":

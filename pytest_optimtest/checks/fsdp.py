@@ -22,7 +22,7 @@ from ..harness.vacuity import (Blocked, Vacuous, require_beyond_amplified_roundi
                                require_moved)
 from ..spec.schema import MAX_COMPILES, StrictModel, Tolerance
 from ..spec.case import shown_path
-from ..spec.values import mesh_arguments, resolve
+from ..spec.values import gives_a_mesh, mesh_arguments, mesh_form, resolve
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
 from .state_dict import require_strings_kept
@@ -76,14 +76,16 @@ def _mesh_not_given(case: Any, trained: Trained) -> None:
     of the optimizer: skip, saying which kwarg to give."""
     if not trained.error:
         return
-    meshes = mesh_arguments(resolve(case.optimizer))
-    given = [name for name in meshes if isinstance(case.kwargs.get(name), dict) and "device_mesh" in case.kwargs[name]]
+    optimizer_cls = resolve(case.optimizer)
+    meshes = mesh_arguments(optimizer_cls)
+    given = [name for name in meshes if gives_a_mesh(case.kwargs.get(name))]
     if meshes and not given:
+        name = meshes[0] if len(meshes) == 1 else "<the argument it shards over>"
         raise NotApplicable(
             f"{case.id}: its constructor takes {' or '.join(f'`{m}`' for m in meshes)} (a DeviceMesh or ProcessGroup), "
             f"which the spec leaves unset, and its step over FSDP2's DTensor params raised: "
             f"{trained.error.splitlines()[0]}; give it the mesh the run shards over: `kwargs: "
-            f"{{{meshes[0] if len(meshes) == 1 else '<the argument it shards over>'}: {{device_mesh: fsdp}}}}` in "
+            f"{{{name}: {{{mesh_form(optimizer_cls, meshes[0])}: fsdp}}}}` in "
             f"{shown_path(case.spec_path)} (None in every run whose params are whole)")
 
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import inspect
-from dataclasses import replace
 from typing import Any
 
 from ..harness import torch_api
 from ..harness.blame import one_line, recompile_limit_diagnosis
 from ..harness.compare import max_movement, value_differences
 from ..harness.diagnosis import ordered_draws
-from ..harness.law_runs import coupling
+from ..harness.law_runs import coupling, lr_scaled
 from ..harness.vacuity import Blocked, require_moved
 from .laws.section import laws_of
 from .laws.untouched import moves_gradless_params
@@ -21,7 +19,6 @@ from ..spec.param_groups import model_param_shapes
 from ..harness.in_backward_run import (SECTION_KEY, CannotApply, InBackwardRun, InBackwardSpec, double_step_diagnosis,
                                        in_backward_section, matches_per_param_reference, require_param_list,
                                        run_without_hook)
-from ..spec.values import resolve
 from ..spec.context import SpecContext
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Vacuous, Verdict
@@ -162,30 +159,19 @@ def check_in_backward_no_hook(case: Any, runs: Any) -> Verdict:
         require_param_list(case)
     except CannotApply as exc:
         raise NotApplicable(f"{case.id}: {exc}") from None
-    lr = case.kwargs.get("lr", _default_lr(resolve(case.optimizer)))
-    factors = NO_HOOK_LR_FACTORS if isinstance(lr, float) else NO_HOOK_LR_FACTORS[:1]
-    for factor in factors[:-1]:  # the last one's Vacuous is the verdict
+    probes = [(factor, scaled) for factor in NO_HOOK_LR_FACTORS if (scaled := lr_scaled(case, factor)) is not None]
+    for factor, probe in probes[:-1]:  # the last one's Vacuous is the verdict
         with contextlib.suppress(Vacuous):
-            return _no_hook_verdict(case, lr, factor)
-    return _no_hook_verdict(case, lr, factors[-1])
+            return _no_hook_verdict(probe, factor)
+    return _no_hook_verdict(probes[-1][1], probes[-1][0])
 
 
-def _no_hook_verdict(case: Any, lr: Any, factor: float) -> Verdict:
-    probe = replace(case, kwargs={**case.kwargs, "lr": lr * factor}) if factor != 1.0 else case
+def _no_hook_verdict(probe: Any, factor: float) -> Verdict:
     params, hooked_moved = _no_hook(probe)
-    said = f" (probe lr {lr * factor:g}: at the case's lr one step rounds away)" if factor != 1.0 else ""
+    said = f" (probe lr {factor:g}x the case's: at the case's lr one step rounds away)" if factor != 1.0 else ""
     return Verdict(f"unhooked params untouched, hooked params moved {hooked_moved:.3g} tol{said}",
                    {"params": params, "hooked_moved_tolerances": round(hooked_moved, 3), "unhooked_moved_tolerances": 0.0,
                     "lr_factor": factor})
-
-
-def _default_lr(optimizer_cls: type) -> Any:
-    """The constructor's default lr, or None."""
-    try:
-        parameter = inspect.signature(optimizer_cls).parameters.get("lr")
-    except (TypeError, ValueError):
-        return None
-    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
 
 def _no_hook(case: Any) -> tuple[int, float]:

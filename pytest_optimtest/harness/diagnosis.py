@@ -45,8 +45,11 @@ def parity_diagnoses(run: Any) -> list[str]:
     if "parity" in run.case.xfail:  # its reason already names the mechanism: no reruns for a verdict nobody reads
         return _storage_and_rng(run, rerun=False)
     aliased = bool(run.compiled_aliases - run.eager_aliases)
-    return [*_storage_and_rng(run), *_precision_casts(run), *_dropped_attribute_writes(run), *_state_lost_through_cast(run),
-            *_init_group_once(run), _aot_eager(run, aliased)]
+    precision = _precision_casts(run)
+    found = [line for line in precision if line.startswith("torch's doing")]
+    # A finding leads (the first is the case's root cause in one line); "still differs" at bf16 rules one out, no more.
+    return [*_storage_and_rng(run), *found, *_dropped_attribute_writes(run), *_state_lost_through_cast(run),
+            *_init_group_once(run), *[line for line in precision if line not in found], _aot_eager(run, aliased)]
 
 
 # Regimes whose reference steps params in another order (all at once, or whole where they step shards): an

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,6 +15,7 @@ from . import torch_api
 from .builder import make_optimizer, param_dtype, require_graph_free_grads, step_grad_mode, step_on_set_grads
 from .devices import seed_all
 from .isolation import isolated_case
+from .law_runs import with_overrides
 from .snapshot import OptimizerSnapshot, snapshot
 
 def _call_step(step: Callable[..., Any], optimizer: Any) -> None:
@@ -65,7 +66,7 @@ def stepped_over(case: Any, params: list[torch.Tensor], grads: list[list[torch.T
              **overrides: Any) -> torch.optim.Optimizer:
     """The case's optimizer (kwargs overridden) over `params`, stepped once per entry of `grads`."""
     if overrides:
-        case = replace(case, kwargs={**case.kwargs, **overrides})
+        case = with_overrides(case, overrides)
     optimizer = make_optimizer(case, params)
     for k, step_grads in enumerate(grads):
         for p, g in zip(params, step_grads):

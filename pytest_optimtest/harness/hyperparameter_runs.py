@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..spec.schema import Tolerance
-from ..spec.values import resolve, takes_keyword
+from ..spec.values import base_holding, resolve, takes_keyword
 from .builder import make_optimizer
 from .compare import max_movement
 from .isolation import isolated_case
+from .snapshot import group_settings
 from .law_runs import LawTrajectory, law_grads, law_params, law_trajectory, lr_probes, lr_scaled
 from .vacuity import NotApplicable
 
@@ -66,9 +67,12 @@ def probe_hyperparameters(case: Any, steps: int, min_ndim: int, tol: Tolerance, 
         params = law_params(case, min_ndim, empty=False)
         grads = law_grads(case, steps, params, scheduled=False)
         alone = {n: params[n] for n in SECOND}
-        defaults = getattr(make_optimizer(case, list(alone.items())), "defaults", None)
+        optimizer = make_optimizer(case, list(alone.items()))
+        defaults = getattr(optimizer, "defaults", None)
         if not isinstance(defaults, dict):
             raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} keeps no `defaults` dict: no hyperparameters to read")
+        if case.params == "wrapped":  # its groups are its base's, which hold hyperparameters its own defaults lack
+            defaults = {**group_settings(optimizer.param_groups[0]), **defaults}
         bases = {}
         for factor, scaled in lr_probes(case):
             try:
@@ -80,7 +84,7 @@ def probe_hyperparameters(case: Any, steps: int, min_ndim: int, tol: Tolerance, 
         for key, default in defaults.items():
             if key in NOT_HYPERPARAMETERS:
                 continue
-            if not takes_keyword(optimizer_cls, key):
+            if not takes_keyword(optimizer_cls, key) and base_holding(optimizer_cls, case.kwargs, key) is None:
                 probe.left_out[key] = "the constructor takes no such argument, so no one-group optimizer can hold another value"
                 continue
             tried = candidates(default)

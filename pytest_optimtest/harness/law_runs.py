@@ -5,7 +5,6 @@ one that never gets a grad."""
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -14,7 +13,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..spec.schema import DEFAULT_TOLERANCES
-from ..spec.values import build_kwargs, resolve
+from ..spec.values import build_kwargs, kwarg_value, resolve, with_kwarg
 from .builder import (backward_flag, closure_backward, law_closure, make_optimizer, param_dtype, step_grad_mode, step_on_set_grads, with_setup,
                       zero_grads)
 from .compare import non_finite, value_differences
@@ -37,15 +36,17 @@ LR_PROBES = (1.0, 10.0, 100.0)  # a law whose params barely move (bf16) retries 
 
 
 def lr_scaled(case: Any, factor: float) -> Any:
-    """The case with its lr (the constructor's default where the spec gives none) times `factor`;
-    None where there is no number to scale (no lr, or one that is not a plain or tensor number)."""
+    """The case with its lr (the constructor's default where the spec gives none; a wrapper's base
+    optimizer's) times `factor`; None where there is no number to scale (no lr, or one that is not a
+    plain or tensor number)."""
     if factor == 1.0:
         return case
-    lr = case.kwargs.get("lr", _default_lr(case))
+    optimizer_cls = resolve(case.optimizer)
+    lr = kwarg_value(optimizer_cls, case.kwargs, "lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool):
-        return replace(case, kwargs={**case.kwargs, "lr": lr * factor})
+        return replace(case, kwargs=with_kwarg(optimizer_cls, case.kwargs, "lr", lr * factor))
     if isinstance(lr, dict) and isinstance(lr.get("tensor"), (int, float)) and len(lr) == 1:
-        return replace(case, kwargs={**case.kwargs, "lr": {"tensor": lr["tensor"] * factor}})
+        return replace(case, kwargs=with_kwarg(optimizer_cls, case.kwargs, "lr", {"tensor": lr["tensor"] * factor}))
     return None
 
 
@@ -54,12 +55,12 @@ def lr_probes(case: Any) -> list[tuple[float, Any]]:
     return [(f, scaled) for f in LR_PROBES if (scaled := lr_scaled(case, f)) is not None]
 
 
-def _default_lr(case: Any) -> Any:
-    try:
-        parameter = inspect.signature(resolve(case.optimizer)).parameters.get("lr")
-    except (TypeError, ValueError):
-        return None
-    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+def with_overrides(case: Any, overrides: dict[str, Any]) -> Any:
+    """The case with spec kwargs `overrides` set where each goes (a wrapper's base optimizer's, where it has them)."""
+    optimizer_cls, kwargs = resolve(case.optimizer), case.kwargs
+    for key, value in overrides.items():
+        kwargs = with_kwarg(optimizer_cls, kwargs, key, value)
+    return replace(case, kwargs=kwargs)
 
 
 def has_grad(name: str, step: int) -> bool:
@@ -159,7 +160,7 @@ def law_trajectory(case: Any, params: dict[str, torch.nn.Parameter], grads: list
     index, params)` runs before each step's grads are set (what a user does between steps). `start`:
     the params the optimizer is built over (all by default; the rest can join through before_step)."""
     if overrides:
-        case = replace(case, kwargs={**case.kwargs, **overrides})
+        case = with_overrides(case, overrides)
     own = copy_params(params)
     optimizer = _grouped(case, own, groups) if groups else make_optimizer(case, [(n, own[n]) for n in start or own])
     names: dict[torch.Tensor, str] = {p: n for n, p in own.items()}
@@ -202,8 +203,9 @@ def _grouped(case: Any, own: dict[str, torch.nn.Parameter], groups: Groups) -> A
     optimizer_cls = resolve(case.optimizer)
     named = case.params == "named"
     given = [{"params": [(n, own[n]) if named else own[n] for n in names], **options} for names, options in groups]
-    try:
-        optimizer = instantiate(optimizer_cls, (given,), {}, build_kwargs(case.kwargs, case.device))
+    try:  # a wrapper's groups are its base optimizer's
+        optimizer = (instantiate(optimizer_cls, (), {}, build_kwargs(case.kwargs, case.device), given) if case.params == "wrapped"
+                     else instantiate(optimizer_cls, (given,), {}, build_kwargs(case.kwargs, case.device)))
     except Exception as exc:  # noqa: BLE001  # whatever it raises given groups its own form does not (RMSGD: AttributeError)
         raise NotApplicable(f"{case.id}: {optimizer_cls.__qualname__} refuses param groups "
                             f"({'of named params' if named else 'as dicts'}): {type(exc).__name__}: {exc}; "

@@ -81,10 +81,10 @@ def construct_over(optimizer_cls: Any, form: Any, params: list[Any], kwargs: dic
 
 
 def instantiate(optimizer_cls: Any, args: tuple, params: dict[str, Any], kwargs: dict[str, Any],
-                over: list[torch.Tensor] | None = None) -> Any:
+                over: list[Any] | None = None) -> Any:
     """`optimizer_cls(*args, **params, **kwargs)`, where `args` and `params` hold its params, and a
     kwarg that is a base optimizer (`{optimizer: ...}`) is built over those same params (over `over`,
-    where the constructor takes none of its own)."""
+    params or param groups, where the constructor takes none of its own)."""
     if isinstance(optimizer_cls, functools.partial) and any(isinstance(v, BaseOptimizer) for v in optimizer_cls.keywords.values()):
         kwargs = {**optimizer_cls.keywords, **kwargs}  # init's probes give required arguments by partial
         args, optimizer_cls = (*optimizer_cls.args, *args), optimizer_cls.func

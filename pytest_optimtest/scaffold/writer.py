@@ -23,7 +23,7 @@ import torch
 from ..harness.blame import one_line
 from ..harness.devices import unavailable_reason
 from ..items import missing_requirements
-from ..spec.values import mesh_arguments, optimizer_class_problem, resolve, takes_keyword
+from ..spec.values import mesh_arguments, mesh_form, optimizer_class_problem, resolve, takes_keyword
 from .constructor import (_constructible, _lr_refusal, _rejection, _required_fills, _required_instances, _seed_fill,
                           _stored_flags, _wrapped_base)
 from .cuda import _cpu_switches, _cuda_defaults_case, _cuda_need, _cuda_only_spec
@@ -53,9 +53,11 @@ def _mesh_kwarg(cls: type) -> tuple[str, list[str]]:
     do, a note to pick the one FSDP2 shards over. The probes build with the default, as whole-param runs do."""
     meshes = mesh_arguments(cls)
     if len(meshes) == 1:
-        return f", {meshes[0]}: {{device_mesh: fsdp}}", [
-            f"{meshes[0]}: the mesh the fsdp and checkpoint checks shard over, None in every other run (it is annotated "
-            "as a DeviceMesh or ProcessGroup)"]
+        form = mesh_form(cls, meshes[0])
+        what = "the mesh" if form == "device_mesh" else "the ProcessGroup of the mesh"
+        return f", {meshes[0]}: {{{form}: fsdp}}", [
+            f"{meshes[0]}: {what} the fsdp and checkpoint checks shard over, None in every other run (its annotation "
+            f"takes {'a DeviceMesh' if form == 'device_mesh' else 'a ProcessGroup, not a DeviceMesh'})"]
     if meshes:
         return "", [f"its constructor takes the meshes {', '.join(meshes)}: give the one FSDP2 shards over as `<name>: "
                     "{device_mesh: fsdp}` in kwargs, or the fsdp and checkpoint checks skip saying so (docs/specs.md)"]

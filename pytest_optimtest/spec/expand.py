@@ -16,8 +16,8 @@ from .errors import did_you_mean
 from .loader import Locator
 from .ordering import missing_prerequisites, order
 from .schema import DEFAULT_TOLERANCES, CaseSpec, HookOrderFuzzSpec, HookOrderSpec, Spec, Tolerance
-from .values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, build_kwargs, optimizer_class_problem, resolve, takes_a_model,
-                     takes_keyword, value_problem, wrapped_optimizer_argument)
+from .values import (DEFAULT_BASE, KWARG_OBJECTS, BaseOptimizer, base_holding, build_kwargs, optimizer_class_problem, resolve,
+                     takes_a_model, takes_keyword, value_problem, wrapped_optimizer_argument)
 
 SCHEDULER_MODULE = "torch.optim.lr_scheduler"
 
@@ -105,7 +105,8 @@ def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], op
     if spec.fuzz is None:
         return []
     for prop, argument in CONSTRUCTOR_NEEDS.items():
-        if getattr(spec.fuzz, prop) is not None and not takes_keyword(optimizer_cls, argument):
+        if (getattr(spec.fuzz, prop) is not None and not takes_keyword(optimizer_cls, argument)
+                and base_holding(optimizer_cls, spec.kwargs, argument) is None):
             raise locator.error(("fuzz", prop), f"the {prop} property sets {argument!r}, which "
                                                 f"{spec.optimizer} does not take; remove it")
     settings = {FUZZ_CHECKS[name]: value for name, value in spec.fuzz if value is not None}

@@ -1,4 +1,4 @@
-"""Kwarg values in specs: plain YAML, plus four tagged forms.
+"""Kwarg values in specs: plain YAML, plus tagged forms.
 
 - ``{tensor: 0.01}`` or ``{tensor: [0.9, 0.99]}``: a float32 tensor, made on the case's device
 - ``{import: "mypkg.mod:attr"}``: a Python object by import path
@@ -10,6 +10,8 @@
   `bind_base_optimizers` builds it
 - ``{device_mesh: fsdp}``: the DeviceMesh an FSDP2 run shards the params over, None in a run whose
   params are whole (Dion's ``distributed_mesh``, which its step over DTensor params requires)
+- ``{process_group: fsdp}``: that mesh's ProcessGroup, None likewise (an argument that takes a
+  ProcessGroup and no DeviceMesh: Adams_ZeRO's ``process_group``)
 
 YAML lists become tuples, as PyTorch's optimizers expect (``betas``, ``etas``).
 Every call of `build_value` makes new objects, so no two runs share a tensor.
@@ -25,8 +27,9 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-FORMS = ("tensor", "import", "call", "constant", "optimizer", "device_mesh")
-MESHES = ("fsdp",)  # what {device_mesh: ...} names: the mesh of FSDP2's runs
+FORMS = ("tensor", "import", "call", "constant", "optimizer", "device_mesh", "process_group")
+MESH_FORMS = ("device_mesh", "process_group")  # forms that give an FSDP2 run's mesh (or its group)
+MESHES = ("fsdp",)  # what {device_mesh: ...} and {process_group: ...} name: the mesh of FSDP2's runs
 _SHARDING_MESH: contextvars.ContextVar[Any] = contextvars.ContextVar("sharding_mesh", default=None)
 # how a required argument that is an object, not params, is given (for messages)
 KWARG_OBJECTS = ('an object: {import: "pkg.mod:attr"}; an instance: {call: "pkg.mod:factory"}; an optimizer over the '
@@ -87,6 +90,21 @@ def mesh_arguments(cls: Any) -> list[str]:
     return [p.name for p in parameters if "DeviceMesh" in str(p.annotation) or "ProcessGroup" in str(p.annotation)]
 
 
+def mesh_form(cls: Any, name: str) -> str:
+    """The value form that gives argument `name` FSDP2's mesh: `device_mesh` where its annotation takes a
+    DeviceMesh (Dion's `DeviceMesh | ProcessGroup`), `process_group` where it takes a ProcessGroup alone."""
+    try:
+        annotation = str(inspect.signature(cls).parameters[name].annotation)
+    except (TypeError, ValueError, KeyError):
+        return "device_mesh"
+    return "device_mesh" if "DeviceMesh" in annotation or "ProcessGroup" not in annotation else "process_group"
+
+
+def gives_a_mesh(raw: Any) -> bool:
+    """Whether a spec value is one of the forms that give FSDP2's mesh or its group."""
+    return isinstance(raw, dict) and len(raw) == 1 and next(iter(raw)) in MESH_FORMS
+
+
 class Constant:
     """A picklable ``lambda *_: value`` with a readable repr."""
 
@@ -110,10 +128,10 @@ def value_problem(raw: Any) -> str | None:
         return _base_optimizer_problem(raw)
     if len(raw) != 1 or next(iter(raw)) not in FORMS:
         return ("a mapping value must be one of {tensor: ...}, {import: ...}, {call: ...}, {constant: ...}, "
-                f"{{device_mesh: fsdp}}, {{optimizer: ..., kwargs: {{...}}}}; got keys {sorted(raw)}")
+                f"{{device_mesh: fsdp}}, {{process_group: fsdp}}, {{optimizer: ..., kwargs: {{...}}}}; got keys {sorted(raw)}")
     form, arg = next(iter(raw.items()))
-    if form == "device_mesh" and arg not in MESHES:
-        return f"{{device_mesh: ...}} takes one of {', '.join(MESHES)} (the mesh FSDP2's runs shard over), got {arg!r}"
+    if form in MESH_FORMS and arg not in MESHES:
+        return f"{{{form}: ...}} takes one of {', '.join(MESHES)} (the mesh FSDP2's runs shard over), got {arg!r}"
     if form == "tensor" and not _is_numeric(arg):
         return f"{{tensor: ...}} takes a number or a (nested) list of numbers, got {arg!r}"
     if form in ("import", "call"):
@@ -165,6 +183,9 @@ def build_value(raw: Any, device: str) -> Any:
             return resolve(arg)()
         if form == "device_mesh":
             return _SHARDING_MESH.get()
+        if form == "process_group":
+            mesh = _SHARDING_MESH.get()
+            return None if mesh is None else mesh.get_group()
         return Constant(arg)
     return raw
 
@@ -245,6 +266,38 @@ def takes_keyword(cls: type, name: str) -> bool:
 
     params = inspect.signature(cls).parameters
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def base_holding(optimizer_cls: Any, kwargs: dict[str, Any], key: str) -> str | None:
+    """The kwarg whose base optimizer (`{optimizer: ..., kwargs: {...}}`) takes `key` where the constructor
+    itself does not: a wrapper's lr and momentum are its base's (Lookahead's), so a law that moves them moves them there."""
+    if takes_keyword(optimizer_cls, key):
+        return None
+    return next((name for name, value in kwargs.items()
+                 if isinstance(value, dict) and "optimizer" in value and takes_keyword(resolve(value["optimizer"]), key)), None)
+
+
+def with_kwarg(optimizer_cls: Any, kwargs: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """Spec kwargs with `key` set to `value`: the constructor's own, or its base optimizer's (`base_holding`)."""
+    base = base_holding(optimizer_cls, kwargs, key)
+    if base is None:
+        return {**kwargs, key: value}
+    inner = kwargs[base]
+    return {**kwargs, base: {**inner, "kwargs": {**inner.get("kwargs", {}), key: value}}}
+
+
+def kwarg_value(optimizer_cls: Any, kwargs: dict[str, Any], key: str) -> Any:
+    """The spec's value of `key` where `with_kwarg` sets it, else the default of the constructor that takes
+    it (None where neither has one)."""
+    base = base_holding(optimizer_cls, kwargs, key)
+    given, cls = (kwargs, optimizer_cls) if base is None else (kwargs[base].get("kwargs", {}), resolve(kwargs[base]["optimizer"]))
+    if key in given:
+        return given[key]
+    try:
+        parameter = inspect.signature(cls).parameters.get(key)
+    except (TypeError, ValueError):
+        return None
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
 
 
 MODEL_ARGUMENT_NAMES = ("model", "module", "net", "network")

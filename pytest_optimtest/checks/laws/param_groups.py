@@ -14,7 +14,7 @@ from ...harness.blame import one_line, refused_on_purpose
 from ...harness.compare import max_movement
 from ...harness.isolation import isolated_case
 from ...harness.law_runs import Groups, law_grads, law_params, law_trajectory
-from ...spec.values import build_value
+from ...spec.values import build_value, kwarg_value, resolve
 from ...harness.ladder import MOVES
 from ..base import Check, Vacuous, Verdict
 from .section import SECTION_KEY, Laws, HORIZON_TRIED, law_horizon, law_tolerance, laws_of, require_own_params
@@ -37,7 +37,7 @@ def check_param_groups(case: Any, runs: Any) -> Verdict:
 
 def _zero_lr_group(case: Any, params: dict, grads: list, steps: int, tol: Any) -> tuple[str, dict[str, Any]]:
     """(what was seen, evidence) of a group at lr 0 beside one at the case's lr: it must stay put."""
-    lr = case.kwargs.get("lr")
+    lr = kwarg_value(resolve(case.optimizer), case.kwargs, "lr")
     zero = {"lr": build_value({"tensor": 0.0} if isinstance(lr, dict) and "tensor" in lr else 0.0, case.device)}
     try:
         run = law_trajectory(case, params, grads[:steps], groups=[(FIRST, {}), (SECOND, zero)])

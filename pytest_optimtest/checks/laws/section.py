@@ -13,7 +13,7 @@ from ...harness.law_runs import SECTION_KEY, law_grads, law_trajectory
 from ...spec.context import SpecContext
 from ...spec.errors import did_you_mean
 from ...spec.schema import MAX_STEPS, NAME, StrictModel, Tolerance
-from ...spec.values import takes_keyword
+from ...spec.values import base_holding, takes_keyword
 from ..base import NotApplicable
 
 # Laws of round two (issue 34): what every optimizer owes its users, so on unless the spec turns one
@@ -98,7 +98,7 @@ def validate_laws(section: Laws, spec: SpecContext) -> None:
                 if not takes_keyword(spec.optimizer, key):
                     raise spec.error(("laws", "equivalent", name, index, key),
                                      f"{spec.optimizer.__name__} takes no argument {key!r}")
-    if section.param_groups and not takes_keyword(spec.optimizer, "lr"):
+    if section.param_groups and not takes_keyword(spec.optimizer, "lr") and base_holding(spec.optimizer, spec.spec.kwargs, "lr") is None:
         raise spec.error(("laws", "param_groups"), f"{spec.optimizer.__name__} takes no lr, so no group has one to honour")
 
 
