@@ -13,6 +13,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import pickle
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +21,8 @@ from pathlib import Path
 
 def main(folder: str, rank: str, host: str, port: str) -> None:
     faulthandler.enable()  # a rank killed by a signal (a segfault in native code) leaves its Python stack in the log
+    if hasattr(faulthandler, "register"):  # POSIX: the test process asks a rank that hangs where it is (ranks.STACK_SIGNAL)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch.distributed as dist
 
     from ..spec.values import resolve

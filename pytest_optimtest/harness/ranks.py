@@ -13,6 +13,7 @@ starts a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -29,6 +30,7 @@ from typing import Any
 from .blame import file_owner
 
 HOST = "127.0.0.1"
+STACK_WAIT_S = 1.0  # how long ranks that did not finish get to write their stacks (rank_worker's SIGUSR1) before the kill
 DEATH_GRACE_S = 0.5  # after one rank dies, how long the others get to die of their own before they are killed
 
 
@@ -143,9 +145,11 @@ class RankPool:
                                   next(filter(None, (_cause(outputs[r]) for r in failed)), ""))
             if time.monotonic() > deadline:
                 waiting = [r for r, path in enumerate(outputs) if not path.exists()]
+                _ask_for_stacks([self._procs[r] for r in waiting])
                 _kill(self._procs)
                 raise RankFailure(
-                    f"rank(s) {waiting} did not finish within {timeout_s:g}s (hung in a collective?); killed.\n"
+                    f"rank(s) {waiting} did not finish within {timeout_s:g}s; killed. "
+                    + "; ".join(f"rank {r} was at {_stuck_at(self.folder, r)}" for r in waiting) + "\n"
                     + "\n".join(f"rank {r} output:\n{_tail(self.folder, r)}" for r in waiting), self.pids
                 )
             time.sleep(0.02)
@@ -222,6 +226,36 @@ def _cause(output: Path) -> str:
     return cause.read_text(errors="replace") if cause.exists() else ""
 
 
+def _ask_for_stacks(procs: list[subprocess.Popen]) -> None:
+    """Have each rank's faulthandler write its threads' Python stacks into its log (rank_worker registers
+    it for STACK_SIGNAL), and give them a moment to: a rank blocked in a collective answers from C."""
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGUSR1)
+    time.sleep(STACK_WAIT_S)
+
+
+def _stuck_at(folder: Path, rank: int) -> str:
+    """Where a rank that did not finish was when asked: its innermost frame in the optimizer's code (or
+    the innermost of the first thread faulthandler listed)."""
+    path = folder / f"rank{rank}.log"
+    frame = _innermost_frame(path.read_text(errors="replace") if path.exists() else "")
+    return f"{frame[0]}:{frame[1]} in {frame[2]}" if frame else "an unknown line (it wrote no stack: blocked before Python?)"
+
+
+def _innermost_frame(log: str) -> tuple[str, str, str] | None:
+    """The innermost frame of the stacks faulthandler wrote into `log` that is the optimizer's code, else
+    the innermost frame of the first thread listed; None where the log holds no stack."""
+    dumps = log.split("(most recent call first):\n")[1:]
+    stacks = [dump.partition("\n\n")[0] for dump in dumps]
+    frames = [re.findall(r'^\s*File "(.+)", line (\d+) in (\S+)', stack, re.MULTILINE) for stack in stacks]
+    ours = next((f for thread in frames for f in thread if file_owner(f[0]) == "optimizer"), None)
+    return ours or next((thread[0] for thread in frames if thread), None)
+
+
 def _exit(code: int | None, folder: Path, rank: int) -> str:
     """How a rank ended: its exit code, or the signal that killed it and the Python line it was running then
     (faulthandler's innermost frame: DeepSpeed's CPU Adam handing a DTensor's storage to its C++ kernel)."""
@@ -232,10 +266,7 @@ def _exit(code: int | None, folder: Path, rank: int) -> str:
     except ValueError:
         how = f"exit code {code}"
     path = folder / f"rank{rank}.log"
-    log = path.read_text(errors="replace") if path.exists() else ""
-    stack = log.partition("(most recent call first):\n")[2].partition("\n\n")[0]
-    frames = re.findall(r'^\s*File "(.+)", line (\d+) in (\S+)', stack, re.MULTILINE)
-    frame = next((f for f in frames if file_owner(f[0]) == "optimizer"), frames[0] if frames else None)
+    frame = _innermost_frame(path.read_text(errors="replace") if path.exists() else "")
     return f"{how} at {frame[0]}:{frame[1]} in {frame[2]}" if frame else how
 
 
