@@ -252,7 +252,7 @@ def test_hung_rank_times_out_and_leaves_no_process(tmp_path):
     assert isinstance(error, RankFailure)
     assert "did not finish within 15s" in str(error)
     if hasattr(signal, "SIGUSR1"):  # asked for its stack before the kill: where it hung, in the optimizer's code
-        assert re.search(r"rank 1 was at \S*planted\.py:\d+ in _update", str(error)), str(error)
+        assert re.search(r"rank 1 was at \S*planted\.py:\d+ in _update \(the optimizer's code\)", str(error)), str(error)
     _assert_gone(error.pids)
 
 

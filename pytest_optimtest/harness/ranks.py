@@ -243,7 +243,10 @@ def _stuck_at(folder: Path, rank: int) -> str:
     the innermost of the first thread faulthandler listed)."""
     path = folder / f"rank{rank}.log"
     frame = _innermost_frame(path.read_text(errors="replace") if path.exists() else "")
-    return f"{frame[0]}:{frame[1]} in {frame[2]}" if frame else "an unknown line (it wrote no stack: blocked before Python?)"
+    if frame is None:
+        return "an unknown line (it wrote no stack: blocked before Python?)"
+    owner = file_owner(frame[0])
+    return f"{frame[0]}:{frame[1]} in {frame[2]} ({'the optimizer' if owner == 'optimizer' else owner}'s code)"
 
 
 def _innermost_frame(log: str) -> tuple[str, str, str] | None:
