@@ -753,6 +753,30 @@ class LookaheadWrapper(torch.optim.Optimizer):
         return loss
 
 
+class GlobalNormSAM(torch.optim.Optimizer):
+    """sweepx's SAM shape: a wrapper over a base optimizer instance (no params of its own), stepping it at
+    the grad of a point `rho` uphill along the grad normalized over every param of every group. Correct:
+    that norm couples the groups, by design."""
+
+    def __init__(self, base_optimizer, rho=0.05):
+        super().__init__(base_optimizer.param_groups, base_optimizer.defaults)
+        self.base_optimizer, self.rho = base_optimizer, rho
+
+    @torch.no_grad()
+    def step(self, closure):
+        with torch.enable_grad():
+            loss = closure()
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        norm = torch.cat([p.grad.flatten() for p in params]).norm()  # in the params' dtype, as sweepx's
+        ups = [p.grad * (self.rho / (norm + 1e-12)) for p in params]
+        torch._foreach_add_(params, ups)
+        with torch.enable_grad():
+            closure()
+        torch._foreach_sub_(params, ups)
+        self.base_optimizer.step()
+        return loss
+
+
 class MaskingWrapper:
     """Magma's shape: no torch.optim.Optimizer, its first argument the optimizer it wraps (annotated so);
     it halves every other step's update of its base, keeping its own per-param counter. Correct."""

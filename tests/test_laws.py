@@ -271,3 +271,13 @@ def test_a_wrappers_laws_move_its_base_optimizers_lr_groups_and_hyperparameters(
     assert "momentum" in run_check("law_changed_hyperparameters", case, runs)
     scaled = lr_scaled(case, 10.0)
     assert scaled.kwargs["base_optimizer"]["kwargs"]["lr"] == 0.1 and "lr" not in scaled.kwargs
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_norm_over_every_group_is_coupling_at_bf16_too_not_a_group_that_reads_another_value(tmp_path, dtype):
+    """sweepx's SAM, once its base's hyperparameters were reachable: at bf16 its global norm moved equal groups
+    less than a tolerance from two optimizers and the moved group more, and the law was red, the optimizer's."""
+    case = one_case(tmp_path, "optimizer: planted_run_model:GlobalNormSAM\nparams: wrapped\nclosure: [true]\n"
+                              'kwargs: {base_optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}}\n'
+                              f"dtypes: [{dtype}]\n")
+    assert "weight_decay" in run_check("law_group_hyperparameters", case)
