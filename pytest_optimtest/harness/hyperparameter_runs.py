@@ -127,6 +127,9 @@ class GroupRuns:
     first: LawTrajectory  # FIRST alone, the case's kwargs
     second: LawTrajectory  # SECOND alone, the moved value as a constructor argument
     second_default: LawTrajectory  # SECOND alone, the case's kwargs
+    # the equal groups with FIRST's grads doubled: where SECOND then steps otherwise, the groups are coupled (a norm
+    # over every param, SAM's), whatever the dtype's tolerance; a step that rounds stochastically is not
+    equal_other_grads: LawTrajectory
 
 
 def two_groups_run(case: Any, steps: int, min_ndim: int) -> LawTrajectory:
@@ -151,7 +154,9 @@ def grouped_and_alone(case: Any, moved: Moved, steps: int, min_ndim: int) -> Gro
             equal=law_trajectory(case, pair, grads, groups=[(FIRST, {}), (SECOND, {})]),
             first=law_trajectory(case, {n: params[n] for n in FIRST}, grads),
             second=law_trajectory(case, second, grads, overrides={moved.key: moved.value}),
-            second_default=law_trajectory(case, second, grads))
+            second_default=law_trajectory(case, second, grads),
+            equal_other_grads=law_trajectory(case, pair, [{n: g * 2 if n in FIRST and g is not None else g for n, g in step.items()}
+                                                          for step in grads], groups=[(FIRST, {}), (SECOND, {})]))
 
 
 LATE = "frozen"  # the law param that, in a run with `late`, gets its first grad only after the change

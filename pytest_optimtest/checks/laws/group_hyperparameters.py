@@ -14,7 +14,6 @@ from ...harness.blame import blame
 from ...harness.compare import listed, value_differences
 from ...harness.hyperparameter_runs import FIRST, SECOND, HyperparameterProbe, Moved
 from ...harness.ladder import MOVES
-from ...spec.schema import Tolerance
 from ..base import Blocked, Check, NotApplicable, Vacuous, Verdict
 from .determinism import require_deterministic
 from .section import SECTION_KEY, Laws, law_steps, law_tolerance, laws_of, observed, require_on
@@ -69,9 +68,6 @@ def hyperparameters(case: Any, runs: Any) -> HyperparameterProbe:
     return probe
 
 
-EXACT = Tolerance(atol=0.0, rtol=0.0)
-
-
 def group_problems(case: Any, cache: Any, moved: Moved) -> tuple[list[str], bool]:
     """(where the two-group run leaves the one-group-an-optimizer runs, first step first; whether the
     groups were judged against equal groups). An optimizer whose groups are coupled (equal groups
@@ -87,9 +83,12 @@ def group_problems(case: Any, cache: Any, moved: Moved) -> tuple[list[str], bool
         return [f"two groups, group 1's {moved.key} = {moved.value!r}, raised {type(exc).__name__}: {exc}"
                 + (f" at {found.where}" if found.where else "") + f" ({found.owner}'s doing; one optimizer with that value "
                 "for all params did not)"], False
-    # Coupling is any difference at all: at bf16 a norm over every param (SAM's) can move equal groups less
-    # than a tolerance and the moved group more, which is the coupling, not a group read the wrong value.
-    if _first_difference(runs.equal, runs.first, runs.second_default, steps, EXACT):
+    # Coupled: equal groups step unlike two optimizers, or group 1 steps otherwise when group 0's grads change.
+    # The second tells a norm over every param (SAM's) at bf16, where the first can stay under a tolerance.
+    coupled = _first_difference(runs.equal, runs.first, runs.second_default, steps, tol) or any(
+        not torch.equal(runs.equal.params_after(s)[n], runs.equal_other_grads.params_after(s)[n])
+        for s in range(1, steps + 1) for n in SECOND)
+    if coupled:
         same = all(torch.equal(runs.grouped.params_after(s)[n], runs.equal.params_after(s)[n])
                    for s in range(1, steps + 1) for n in SECOND)
         return [f"group 1 stepped exactly as with {moved.default!r} (its groups are coupled, so this is against equal "
