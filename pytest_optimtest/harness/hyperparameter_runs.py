@@ -13,8 +13,8 @@ from ..spec.values import base_holding, resolve, takes_keyword
 from .builder import make_optimizer
 from .compare import max_movement
 from .isolation import isolated_case
-from .snapshot import group_settings
 from .law_runs import LawTrajectory, law_grads, law_params, law_trajectory, lr_probes, lr_scaled
+from .snapshot import group_settings
 from .vacuity import NotApplicable
 
 FIRST, SECOND = ["weight", "bias"], ["sometimes", "frozen"]  # the law params in two groups, every grad present

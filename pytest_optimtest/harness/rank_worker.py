@@ -21,7 +21,7 @@ from pathlib import Path
 
 def main(folder: str, rank: str, host: str, port: str) -> None:
     faulthandler.enable()  # a rank killed by a signal (a segfault in native code) leaves its Python stack in the log
-    if hasattr(faulthandler, "register"):  # POSIX: the test process asks a rank that hangs where it is (ranks.STACK_SIGNAL)
+    if hasattr(faulthandler, "register"):  # POSIX: the test process asks a rank that hangs where it is (ranks._ask_for_stacks)
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch.distributed as dist
 
