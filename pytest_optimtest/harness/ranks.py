@@ -228,7 +228,7 @@ def _cause(output: Path) -> str:
 
 def _ask_for_stacks(procs: list[subprocess.Popen]) -> None:
     """Have each rank's faulthandler write its threads' Python stacks into its log (rank_worker registers
-    it for STACK_SIGNAL), and give them a moment to: a rank blocked in a collective answers from C."""
+    it for SIGUSR1), and give them a moment to: a rank blocked in a collective answers from C."""
     if not hasattr(signal, "SIGUSR1"):
         return
     for p in procs:
