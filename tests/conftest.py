@@ -66,6 +66,27 @@ def pytester(pytester, monkeypatch):
     return pytester
 
 
+@pytest.fixture(scope="session")
+def rank_pools():
+    """Rank processes kept for the worker's whole run, as a session keeps them for its cases."""
+    from pytest_optimtest.harness.ranks import RankPools
+
+    pools = RankPools()
+    yield pools
+    pools.close()
+
+
+@pytest.fixture(autouse=True)
+def ranks_shared(monkeypatch, rank_pools):
+    """Every RunCache a test makes runs its rank jobs on the worker's kept ranks: starting two ranks costs
+    about 9 s of CPU (each imports torch and joins the group), once per test where each made its own.
+    A job that fails ends its ranks, and the next job starts fresh ones (RankPools.run). Tests about
+    rank lifetimes make a RankPools of their own."""
+    from pytest_optimtest.harness import run_cache
+
+    monkeypatch.setattr(run_cache, "RankPools", lambda: rank_pools)
+
+
 @pytest.fixture
 def ci_profile():
     """Hypothesis's `ci` settings profile (ours: derandomized, 10 examples) for the test."""
