@@ -303,23 +303,19 @@ def test_xdist_collects_identically_and_compiles_each_case_once(pytester):
     assert junit.count("<testcase") == 9 and 'name="parity' in junit and "sgd-default-cpu" in junit
 
 
-def test_random_order_still_runs_every_check_once_per_case(pytester):
+def test_random_order_runs_every_check_once_per_case_and_pytest_split_shards_by_the_durations(pytester):
     pytester.makefile(".yaml", sgd=SPLIT_SPEC)
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-p", "randomly", "--randomly-seed", "3")
+    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--store-durations", "-p", "randomly", "--randomly-seed", "3")
     result.assert_outcomes(passed=6, skipped=3)
     # one compiled run per case, whatever the order (runs are freed after a case's last item)
     result.stdout.fnmatch_lines(["*Using --randomly-seed=3*", "optimtest: 3 case runs*"])
-
-
-def test_pytest_split_shards_generated_items_by_duration(pytester):
-    pytester.makefile(".yaml", sgd=SPLIT_SPEC)
-    pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--store-durations").assert_outcomes(passed=6, skipped=3)
     assert "sgd.yaml::sgd-default-cpu::parity" in (pytester.path / ".test_durations").read_text()
     seen = []
     for group in ("1", "2"):
-        # every shard must see the same order: a fixed seed when pytest-randomly is installed
-        shard = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--splits", "2", "--group", group,
-                                              "--collect-only", "-q", "-p", "randomly", "--randomly-seed", "1")
+        # every shard must see the same order: a fixed seed when pytest-randomly is installed (collecting
+        # in process: it compiles nothing, and a subprocess would import torch again for it)
+        shard = pytester.runpytest_inprocess("--optim-spec", "sgd.yaml", "--splits", "2", "--group", group,
+                                             "--collect-only", "-q", "-p", "randomly", "--randomly-seed", "1")
         seen += [line for line in shard.outlines if line.startswith("sgd.yaml::")]
     assert len(seen) == 9 and len(set(seen)) == 9  # every item once, across the two shards
 
