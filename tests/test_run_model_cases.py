@@ -157,24 +157,30 @@ def test_init_probes_instead_of_guessing_and_every_spec_it_writes_loads(tmp_path
         assert line not in text, text
 
 
-@pytest.mark.parametrize("wrapper", ["LookaheadWrapper", "MaskingWrapper"])
-def test_a_wrapper_over_an_optimizer_instance_is_specified_by_init_and_runs_green(pytester, wrapper):
+def test_wrappers_over_an_optimizer_instance_are_specified_by_init_and_run_green(pytester):
     """Lookahead and Magma take the optimizer they wrap, not params: `params: wrapped` builds their base
-    over the params in every construction (in backward's per-param ones and ZeRO's shards included)."""
+    over the params in every construction (in backward's per-param ones and ZeRO's shards included).
+    (One session over both wrappers' specs.)"""
     for module in ("planted.py", "planted_run_model.py"):
         shutil.copy(TESTS / module, pytester.path / module)
-    init = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", f"planted_run_model:{wrapper}", "-o", "w.yaml")
-    assert init.ret == 0, init.stderr.str()
-    result = pytester.runpytest_subprocess("--optim-spec", "w.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
-                                           "default and (parity or graph_breaks or in_backward or law_descent or law_untouched) "
-                                           "and not two_optimizers")  # Lookahead counts steps: torch's double step, said
-    outcomes = result.parseoutcomes()
-    # graph_breaks: the base's torch.optim step is compiled raw, as the optimizer's own is (TopoAdamW's red)
-    assert outcomes.get("passed", 0) >= 6 and not outcomes.get("failed") and not outcomes.get("error"), result.stdout.str()
-    # both count their steps, so torch's double step in backward is their one red there, said (MaskingWrapper has no step hooks)
-    double = pytester.runpytest_subprocess("--optim-spec", "w.yaml", "-n", "0", "-p", "no:randomly", "-k", "default and two_optimizers")
-    double.assert_outcomes(failed=1)
-    assert "step() ran 2 times in one backward" in double.stdout.str() and "an error inside pytest-optimtest" not in double.stdout.str()
+    wrappers = ("LookaheadWrapper", "MaskingWrapper")
+    for wrapper in wrappers:
+        init = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", f"planted_run_model:{wrapper}", "-o", f"{wrapper}.yaml")
+        assert init.ret == 0, init.stderr.str()
+    result = pytester.runpytest_subprocess(*(arg for wrapper in wrappers for arg in ("--optim-spec", f"{wrapper}.yaml")),
+                                           "-n", "0", "-p", "no:randomly", "-rfs", "--optim-report", "r.json", "-k",
+                                           "default and (parity or graph_breaks or in_backward or law_descent or law_untouched)")
+    out = result.stdout.str()
+    assert "an error inside pytest-optimtest" not in out, out
+    for wrapper in wrappers:
+        items = [item for item in json.loads((pytester.path / "r.json").read_text())["items"] if item["spec"] == f"{wrapper}.yaml"]
+        green = [item for item in items if item["check"] != "in_backward_two_optimizers"]
+        # graph_breaks: the base's torch.optim step is compiled raw, as the optimizer's own is (TopoAdamW's red)
+        assert sum(item["outcome"] == "passed" for item in green) >= 6, (wrapper, out)
+        assert not [item for item in green if item["outcome"] in ("failed", "error")], (wrapper, out)
+        # both count their steps, so torch's double step in backward is their one red there, said (MaskingWrapper has no step hooks)
+        (double,) = [item for item in items if item["check"] == "in_backward_two_optimizers"]
+        assert double["outcome"] == "failed" and "step() ran 2 times in one backward" in double["reason"], (wrapper, double)
 
 
 def test_params_wrapped_without_a_base_optimizer_to_carry_them_is_a_spec_error(pytester):

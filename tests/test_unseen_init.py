@@ -162,36 +162,41 @@ def test_a_create_graph_run_leaves_no_grad_that_holds_its_params(tmp_path):
         assert run.params_alive() == 0, f"{run.params_alive()} of {len(run.param_refs)} params alive"
 
 
-@pytest.mark.parametrize(("optimizer", "protocol"), [("planted_unseen:HessianScaledSGD", "create_graph"),
-                                                     ("planted_unseen:LossDifferentiatingSGD", "by_step"),
-                                                     ("planted_unseen:DotHessianSGD", "create_graph")])
-def test_a_step_that_differentiates_its_closures_graph_is_run_by_its_protocol(pytester, optimizer, protocol):
+def test_steps_that_differentiate_their_closures_graph_are_run_by_their_protocol(pytester):
     """AdaHessian, Sophia-H, psgd's Kron, OPTAMI's DampedNewton: init wrote a skip ("not supported") or a
     spec whose every item was red with "element 0 of tensors does not require grad". Now init finds the
     protocol, and the runs that can serve it (closure steps, grad on) pass; those that set grads by hand
-    are not applicable, saying why, and are never red."""
+    are not applicable, saying why, and are never red. (One session over the three specs.)"""
+    protocols = {"s0": ("planted_unseen:HessianScaledSGD", "create_graph"), "s1": ("planted_unseen:LossDifferentiatingSGD", "by_step"),
+                 "s2": ("planted_unseen:DotHessianSGD", "create_graph")}
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
-    # init in its own process: in this one, pytester's sys.modules snapshot would drop what the probes import
-    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", optimizer, "-o", "s.yaml").ret == 0
-    text = (pytester.path / "s.yaml").read_text()
-    assert f"\nbackward: {protocol}  # its step differentiates " in text and "\nclosure: [true]" in text
-    assert "\nskip:" not in text and "\nfuzz:" not in text  # no property steps on grads set by hand
-    vectors = "Dot" in optimizer  # LCG's shape: torch.dot over each grad, so a model of vectors and laws over them
-    assert ("\nmodel: pytest_optimtest.models:two_diagonal  # its step refuses matrices: RuntimeError: 1D tensors "
-            "expected" in text) is vectors and ("\n  max_ndim: 1  # its step refuses matrices" in text) is vectors, text
-    (pytester.path / "s.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rs", "-v",
-                                           "-k", "default and (parity or law_)")
+    for name, (optimizer, protocol) in protocols.items():
+        # init in its own process: in this one, pytester's sys.modules snapshot would drop what the probes import
+        assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", optimizer, "-o", f"{name}.yaml").ret == 0
+        text = (pytester.path / f"{name}.yaml").read_text()
+        assert f"\nbackward: {protocol}  # its step differentiates " in text and "\nclosure: [true]" in text
+        assert "\nskip:" not in text and "\nfuzz:" not in text  # no property steps on grads set by hand
+        vectors = "Dot" in optimizer  # LCG's shape: torch.dot over each grad, so a model of vectors and laws over them
+        assert ("\nmodel: pytest_optimtest.models:two_diagonal  # its step refuses matrices: RuntimeError: 1D tensors "
+                "expected" in text) is vectors and ("\n  max_ndim: 1  # its step refuses matrices" in text) is vectors, text
+        (pytester.path / f"{name}.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
+    result = pytester.runpytest_subprocess(*(arg for name in protocols for arg in ("--optim-spec", f"{name}.yaml")),
+                                           "-n", "0", "-p", "no:randomly", "-v", "-k", "default and (parity or law_)",
+                                           "--optim-report", "r.json")
     out = result.stdout.str()
-    # compiled, the step's autograd call breaks the graph: parity passes where the rest compiles (torch 2.13),
-    # or says that nothing compiled (2.15); never a red of the protocol itself
-    assert "::parity PASSED" in out or "its ladder's rung 'graph_captured' failed" in out, out[-3000:]
+    items = json.loads((pytester.path / "r.json").read_text())["items"]
     assert "does not require grad" not in out and "double backward" not in out, out[-3000:]
     assert result.parseoutcomes().get("failed", 0) == out.count("its ladder's rung 'graph_captured' failed"), out[-3000:]
-    result.stdout.fnmatch_lines(["*-default-closure-cpu::law_descent PASSED*"])
-    result.stdout.fnmatch_lines([f"*the spec's `backward: {protocol}` (a step that differentiates the graph its closure made) and this "
-                                 "run's grads set by hand, which have no graph behind them: not applicable*"])
+    for name, (_, protocol) in protocols.items():
+        lines = [line for line in out.splitlines() if f"{name}.yaml" in line]
+        # compiled, the step's autograd call breaks the graph: parity passes where the rest compiles (torch 2.13),
+        # or says that nothing compiled (2.15); never a red of the protocol itself
+        assert any("::parity PASSED" in line or "::parity FAILED" in line for line in lines), out[-3000:]
+        assert any("-default-closure-cpu::law_descent PASSED" in line for line in lines), out[-3000:]
+        assert any(f"the spec's `backward: {protocol}` (a step that differentiates the graph its closure made) and this "
+                   "run's grads set by hand, which have no graph behind them: not applicable" == item["reason"]
+                   for item in items if item["spec"] == f"{name}.yaml"), out[-3000:]
 
 
 def test_a_step_over_vectors_alone_gets_a_model_and_laws_of_vectors(pytester):
@@ -463,18 +468,19 @@ def test_init_writes_a_spec_that_loads_and_skips_for_a_constructor_that_takes_a_
     text = (pytester.path / "s.yaml").read_text()
     assert "params: model\n# its constructor takes a model, and refused the plugin's (RuntimeError: LoraPairsSGD: no " \
            "(lora_A, lora_B) pairs found on the model.)" in text, text
-    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q", "-rs")
-    assert set(run.parseoutcomes()) == {"skipped"}, run.outlines
-    run.stdout.fnmatch_lines(["*LoraPairsSGD refused every params form and model the plugin has; it takes a model of its own kind*"])
-    # the skip removed, the loader names the model's error at the key; with a model it takes, the checks run
+    # as init wrote it; the skip removed (the loader names the model's error at the key); with a model it takes
     unskipped = text.split("skip:")[0].replace("devices: [cpu, cuda]", "devices: [cpu]")
-    (pytester.path / "s.yaml").write_text(unskipped)
-    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
-    run.stdout.fnmatch_lines(["*s.yaml:*LoraPairsSGD takes a model and refuses the spec's `model: "
+    (pytester.path / "unskipped.yaml").write_text(unskipped)
+    (pytester.path / "modelled.yaml").write_text(unskipped + "model: planted_unseen:lora_model\nchecks: [parity]\n")
+    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "--optim-spec", "unskipped.yaml", "--optim-spec", "modelled.yaml",
+                                        "-n", "0", "-p", "no:randomly", "-q", "-rs", "--optim-report", "r.json")
+    run.stdout.fnmatch_lines(["*LoraPairsSGD refused every params form and model the plugin has; it takes a model of its own kind*"])
+    run.stdout.fnmatch_lines(["*unskipped.yaml:*LoraPairsSGD takes a model and refuses the spec's `model: "
                               "pytest_optimtest.models:two_linear` (RuntimeError: LoraPairsSGD: no (lora_A, lora_B)*"])
-    (pytester.path / "s.yaml").write_text(unskipped + "model: planted_unseen:lora_model\nchecks: [parity]\n")
-    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
-    assert run.parseoutcomes().get("passed", 0) > 0 and "failed" not in run.parseoutcomes(), run.outlines
+    items = json.loads((pytester.path / "r.json").read_text())["items"]
+    outcomes = {spec: {item["outcome"] for item in items if item["spec"] == spec} for spec in ("s.yaml", "modelled.yaml")}
+    assert outcomes["s.yaml"] == {"skipped"} and "passed" in outcomes["modelled.yaml"] and "failed" not in outcomes["modelled.yaml"], \
+        (outcomes, run.outlines)
 
 
 def test_init_closes_over_a_step_that_moves_only_given_a_closure(tmp_path):
