@@ -4,6 +4,7 @@ FSDP2-sharded params (fsdp) and DCP checkpoints resumed at another world size (c
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -253,8 +254,8 @@ def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
                                      "checks: [law_param_groups, checkpoint]\n")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*blocked by the same error in *: ZeroDivisionError: float division by zero*"])
-    alone.assert_outcomes(failed=1)  # the load, not DCP's save, met lr 0 (the state is there when saving)
-    alone.stdout.fnmatch_lines(["*loading at one process (whole params) raised*ZeroDivisionError*"])
+    # the load, not DCP's save, met lr 0 (the state is there when saving)
+    assert re.search(r"loading at one process \(whole params\) raised.*ZeroDivisionError", alone), alone
 
 
 def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_path):
