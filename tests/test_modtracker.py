@@ -103,24 +103,27 @@ def test_no_sequence_for_this_torch_is_a_skip_that_shows_the_observed_events(tmp
     assert "no expected sequence for this torch version" in str(info.value) and "pre_fw  Bar [P-]" in str(info.value)
 
 
-@pytest.mark.parametrize("keyed", [True, False])
-def test_update_mode_records_the_running_releases_order_and_keeps_the_others(pytester, keyed):
+def test_update_mode_records_the_running_releases_order_and_keeps_the_others(pytester):
+    """One spec keyed by another release (no entry for this one: a skip), one with a single wrong order for
+    every release (a red); one update session over both, then one that passes both."""
     from pytest_optimtest.harness.torch_api import torch_version
 
     wrong = "\n".join(line for line in USER_HOOKS.splitlines() if "post_fw" not in line) + "\n"  # the post_fw events dropped
-    text = wrong.replace("expected:\n", 'expected:\n  "2.1":\n').replace("  - [", "    - [") if keyed else wrong
-    (pytester.path / "hooks.yaml").write_text(text)
-    result = pytester.runpytest_subprocess("--optim-spec", "hooks.yaml", "--optim-update-expected")
-    result.assert_outcomes(**({"skipped": 1} if keyed else {"failed": 1}))  # no entry for this release, or a wrong one
-    result.stdout.fnmatch_lines([f"optimtest: updated hooks.yaml: expected*{torch_version()}*"])
-    if not keyed:  # a hook-order red has no optimizer to blame
-        result.stdout.fnmatch_lines(["whose doing: torch's ModTracker or the spec's model, by this check's verdict*"])
-    updated = (pytester.path / "hooks.yaml").read_text()
-    assert updated.startswith(text.split("expected:")[0])  # the comments and keys before it as they were
-    assert f'"{torch_version()}":\n    - [pre_fw, ' in updated and "post_fw" in updated
-    kept = '  "2.1":\n' if keyed else '  "*":\n'
-    assert kept + "    - [pre_fw, " in updated  # the other releases' order, as it was
-    pytester.runpytest_subprocess("--optim-spec", "hooks.yaml").assert_outcomes(passed=1)
+    texts = {"keyed": wrong.replace("expected:\n", 'expected:\n  "2.1":\n').replace("  - [", "    - ["), "unkeyed": wrong}
+    for name, text in texts.items():
+        (pytester.path / f"{name}.yaml").write_text(text)
+    specs = ("--optim-spec", "keyed.yaml", "--optim-spec", "unkeyed.yaml")
+    result = pytester.runpytest_subprocess(*specs, "--optim-update-expected")
+    result.assert_outcomes(skipped=1, failed=1)  # no entry for this release, and a wrong one
+    for name in texts:
+        result.stdout.fnmatch_lines([f"optimtest: updated {name}.yaml: expected*{torch_version()}*"])
+    result.stdout.fnmatch_lines(["whose doing: torch's ModTracker or the spec's model, by this check's verdict*"])  # no optimizer to blame
+    for name, kept in (("keyed", '  "2.1":\n'), ("unkeyed", '  "*":\n')):
+        updated = (pytester.path / f"{name}.yaml").read_text()
+        assert updated.startswith(texts[name].split("expected:")[0])  # the comments and keys before it as they were
+        assert f'"{torch_version()}":\n    - [pre_fw, ' in updated and "post_fw" in updated
+        assert kept + "    - [pre_fw, " in updated  # the other releases' order, as it was
+    pytester.runpytest_subprocess(*specs).assert_outcomes(passed=2)
 
 
 def test_update_mode_writes_parents_where_the_spec_compares_them(tmp_path):
