@@ -201,11 +201,18 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
           if form != "model" else
           ["# fuzz: none: its constructor takes the model itself, and the properties step loose params of drawn shapes"]),
         # the tensor_lr law pins its lr at every dtype: bf16's, where that is larger, keeps it from being vacuous there
-        *_laws(probe, max(lr, bf16_lr or lr) if has_lr else None, factory, stored,
-               "allow_empty" not in shapes, "allow_views" not in shapes, tensor_lr=tensor_lr_refusal is None,
+        # a wrapper's lr is its base's, where the laws set it (spec.values.with_kwarg): param_groups holds over
+        # the base's groups; the tensor_lr variant is left to the user's base, which init does not know
+        *_laws(probe, max(lr, bf16_lr or lr) if has_lr else _base_lr(wraps), factory, stored,
+               "allow_empty" not in shapes, "allow_views" not in shapes, tensor_lr=tensor_lr_refusal is None and has_lr,
                gradient_free=gradient_free, zero_lr_refusal=zero_lr_refusal),
     ]
     return f"{name}.yaml", "\n".join(lines) + "\n"
+
+
+def _base_lr(wraps: tuple[str, Any, str] | None) -> float | None:
+    """The lr of the base optimizer init gives a wrapper, or None where it is no wrapper."""
+    return None if wraps is None else wraps[1].kwargs.get("lr")
 
 
 def _case_name(text: str, taken: set[str]) -> str:

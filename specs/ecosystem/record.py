@@ -13,7 +13,9 @@ run of checks new to specs that already hold rules: issue 34's laws on by defaul
 spec gets the new rules inserted into its rule lists, and a spec generate.py writes gets them in
 laws_on_by_default.json, which generate.py reads (run it afterwards). A red that is its case's root
 cause (a failed rung) is left out: which item of the case claims it depends on the run's selection;
-an error an item raised itself is kept.
+an error an item raised itself is kept. Without --merge, such a root cause is recorded once for its
+case, over the item that claimed it and every item it blocked: under another selection or order,
+another of them claims it (and the rest are blocked, a skip that a strict xfail allows).
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
     for r in records:
         if r["check"].startswith("fuzz_") and r["check"] not in properties[r["spec"], r["case"]]:
             properties[r["spec"], r["case"]].append(r["check"])
+    blocked: dict[tuple[str, str, str], list[str]] = defaultdict(list)  # the items a root cause blocked, by its rung
+    for r in records:
+        verdict = r.get("verdict") or {}
+        if verdict.get("kind") == "blocked" and "rung" in verdict and not r["check"].startswith("fuzz_"):
+            blocked[r["spec"], r["case"], verdict["rung"]].append(r["check"])
     for r in records:
         if r["outcome"] not in ("failed", "error"):
             continue
@@ -54,7 +61,10 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
                   f"{release} {r['device']}: {_verdict(r['reason'])[:800]} Repro: {command}")
         # an error a fuzz case's steps raise is one red, on whichever property drew it first: the skip covers them all
         raised = (r.get("verdict") or {}).get("kind") == "root_cause"
-        checks = ", ".join(properties[r["spec"], r["case"]]) if fuzz and raised else r["check"]
+        if fuzz and raised:
+            checks = ", ".join(properties[r["spec"], r["case"]])
+        else:
+            checks = ", ".join([r["check"], *(blocked[r["spec"], r["case"], r["verdict"].get("rung", "")] if raised else [])])
         found[r["spec"]]["skip" if fuzz else "xfail"] += [
             f"  - cases: {_quoted(r['case'])}", f"    checks: [{checks}]", f"    devices: [{r['device']}]",
             f"    torch: ['{release}']", f"    reason: {_quoted(reason)}"]
