@@ -12,10 +12,9 @@ Run it on specs that hold no recorded rules yet (it appends; it does not merge).
 run of checks new to specs that already hold rules: issue 34's laws on by default), an init-written
 spec gets the new rules inserted into its rule lists, and a spec generate.py writes gets them in
 laws_on_by_default.json, which generate.py reads (run it afterwards). A red that is its case's root
-cause (a failed rung) is left out: which item of the case claims it depends on the run's selection;
-an error an item raised itself is kept. Without --merge, such a root cause is recorded once for its
-case, over the item that claimed it and every item it blocked: under another selection or order,
-another of them claims it (and the rest are blocked, a skip that a strict xfail allows).
+cause (a failed rung, or one error several checks raise) is recorded once for its case, over the item
+that claimed it and every item it blocked: under another selection or order another of them claims it,
+and the rest are blocked (a skip, which a strict xfail allows).
 """
 
 from __future__ import annotations
@@ -72,15 +71,8 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
             for spec, lines in found.items()}
 
 
-def _own_error(record: dict) -> bool:
-    """An error the item raised itself, first in its case (a law's own run): recorded; where another
-    item meets it first in a run, this one is blocked (a skip, which a strict xfail allows)."""
-    return record["verdict"].get("rung") == f"the same error in {record['check']}"
-
-
 def merge(records: list[dict], release: str) -> None:
     """Insert the run's rules into init-written specs' rule lists; generated specs' into laws_on_by_default.json."""
-    records = [r for r in records if (r.get("verdict") or {}).get("kind") != "root_cause" or _own_error(r)]
     generated: list[dict] = []
     for spec, lines in sorted(rules(records, release).items()):
         path = Path(spec)
