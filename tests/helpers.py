@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from warm import run_pytest, run_pytest_in
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
@@ -48,10 +47,7 @@ def failure_of(check: str, case: Case, runs: RunCache | None = None) -> str:
 
 def run_verbose(root: Path, *args: str) -> str:
     """A verbose, in-process (no rank subprocesses), unshuffled pytest session in `root`: its stdout."""
-    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rsP", "-n", "0", "--optim-in-process", "-p",
-                             "no:randomly", "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True,
-                            timeout=900)
-    return result.stdout
+    return run_pytest_in(root, "-v", "-rsP", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider", *args).stdout
 
 
 def item_outcome(out: str, spec: str, check: str) -> str:
@@ -68,7 +64,7 @@ def run_planted_spec(pytester: Any, modules: tuple[str, ...], spec: str, *args: 
     for module in modules:
         shutil.copy(Path(__file__).parent / module, pytester.path / module)
     pytester.makefile(".yaml", s=spec)
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs", *args)
+    result = run_pytest(pytester, "--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs", *args)
     (case,) = cases_from(pytester.path, spec)
     return result, failure_of("checkpoint", case)
 

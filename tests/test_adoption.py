@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import cases_from
+from warm import run_pytest
 
 from pytest_optimtest.__main__ import main as cli
 from pytest_optimtest.checks import CHECKS, Check, RegistryError
@@ -37,7 +38,7 @@ kernel_counts:
 
 def test_downstream_example_project_passes_with_its_fixtures_and_own_check(pytester):
     shutil.copytree(ROOT / "examples" / "downstream", pytester.path, dirs_exist_ok=True)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "-rs")
     # tests/: 3 tests (one parametrized over one case); specs/: parity, kernel_count, recompile and
     # bounded_update on two cases, minus momentum's parity (xfailed: a torch bug) and its
     # bounded_update (skipped: its prerequisite parity did not pass).
@@ -48,22 +49,22 @@ def test_downstream_example_project_passes_with_its_fixtures_and_own_check(pytes
 def test_a_third_party_check_owns_its_spec_section_and_reports_its_metric(pytester):
     shutil.copytree(ROOT / "examples" / "downstream", pytester.path, dirs_exist_ok=True)
     spec = pytester.path / "specs" / "signsgd.yaml"
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "specs", "--optim-report", "r.json", "-k", "bounded_update")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs", "--optim-report", "r.json", "-k", "bounded_update")
     records = json.loads((pytester.path / "r.json").read_text())["items"]
     assert [r["metrics"]["largest_move"] > 0 for r in records if r["check"] == "bounded_update" and r["outcome"] == "passed"] == [True]
     # a spec error is an item of its own that fails at once: no supervisor needed to run it (--optim-in-process)
     spec.write_text(spec.read_text().replace("bounded_update: {slack: 1.0e-5}", "bounded_update: {slak: 1.0e-5}"))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "specs", "--optim-in-process")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs", "--optim-in-process")
     result.stdout.fnmatch_lines(["*signsgd.yaml:9*bounded_update.slak*unknown key 'slak'*did you mean 'slack'*"])
     # the section is the check's: with the check not registered, the key is unknown to the spec
     (pytester.path / "conftest.py").write_text("")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "specs", "--optim-in-process")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs", "--optim-in-process")
     result.stdout.fnmatch_lines(["*unknown key 'bounded_update'*"])
 
 
 def test_update_expected_rewrites_counts_keeping_comments_and_reports_stale(pytester):
     spec = pytester.makefile(".yaml", sgd=SGD)
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-update-expected", "-p", "no:randomly")
+    result = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--optim-update-expected", "-p", "no:randomly")
     out = result.stdout.str()
     assert f"optimtest: updated sgd.yaml: kernel_counts['{torch_version()}'].cpu['*']: 99 -> 4" in out
     assert f"optimtest: updated sgd.yaml: kernel_counts['{torch_version()}'].cpu['sgd-momentum-cpu']: (none) -> 8" in out
@@ -71,7 +72,7 @@ def test_update_expected_rewrites_counts_keeping_comments_and_reports_stale(pyte
     text = spec.read_text()
     assert "# a comment the update must keep" in text and "# keep me too" in text
     assert "99" not in text and "kernel_counts:" in text.split("set_lr")[1]  # the perturbation's kernels too
-    again = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-p", "no:randomly")
+    again = run_pytest(pytester, "--optim-spec", "sgd.yaml", "-p", "no:randomly")
     again.assert_outcomes(passed=8)
 
 
@@ -82,7 +83,7 @@ def test_update_expected_writes_no_count_from_a_step_that_compiled_nothing(pytes
                                             "checks: [kernel_count, recompile]\n"
                                             "recompile: {perturbations: [{set_lr: 0.02}]}\n")
     before = spec.read_text()
-    result = pytester.runpytest_subprocess("--optim-spec", "never.yaml", "--optim-update-expected", "-p", "no:randomly")
+    result = run_pytest(pytester, "--optim-spec", "never.yaml", "--optim-update-expected", "-p", "no:randomly")
     result.assert_outcomes(failed=1, skipped=1)  # "not compiled": one root cause, and recompile blocked by it
     assert "optimtest: updated" not in result.stdout.str() and spec.read_text() == before
 
@@ -90,10 +91,10 @@ def test_update_expected_writes_no_count_from_a_step_that_compiled_nothing(pytes
 def test_update_expected_refuses_a_partial_run_unless_forced(pytester):
     spec = pytester.makefile(".yaml", sgd=SGD)
     before = spec.read_text()
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-update-expected", "-k", "default")
+    result = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--optim-update-expected", "-k", "default")
     assert "--optim-update-expected refused: a partial run (-k 'default'" in result.stdout.str()
     assert spec.read_text() == before
-    forced = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-update-expected", "-k", "default",
+    forced = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--optim-update-expected", "-k", "default",
                                            "--optim-update-force")
     assert "optimtest: updated sgd.yaml: kernel_counts" in forced.stdout.str()
     assert spec.read_text() != before
@@ -158,7 +159,7 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     # a baseline that holds none of these items: the gate compares nothing and says no regression
     (pytester.path / "unrelated.json").write_text(json.dumps({"items": []}))
-    first = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-report", "base.json", "-k", GATED,
+    first = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--optim-report", "base.json", "-k", GATED,
                                           "--optim-baseline", "unrelated.json")
     first.stdout.fnmatch_lines(["*optimtest summary per spec*", "spec * passed * kernels * speedup", "sgd.yaml *"])
     assert first.ret == 0
@@ -173,7 +174,7 @@ def test_report_markdown_and_baseline_gate(pytester, monkeypatch):
             if label in gate:
                 gate[label] -= 1
     (pytester.path / "old.json").write_text(json.dumps(report))
-    gated = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", GATED)
+    gated = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--optim-baseline", "old.json", "-k", GATED)
     assert gated.ret == 1
     out = gated.stdout.str()
     assert "regression(s) against old.json:" in out
@@ -213,7 +214,7 @@ def test_a_failed_prerequisite_skips_with_its_reason(pytester):
     shutil.copy(ROOT / "tests" / "planted.py", pytester.path / "planted.py")
     pytester.makefile(".yaml", shared="optimizer: planted:SharedCountSGD\nkwargs: {lr: 0.1}\n"
                                       "checks: [in_backward, in_backward_tied]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "shared.yaml", "-rs", "-p", "randomly", "-p", "no:cacheprovider")
+    result = run_pytest(pytester, "--optim-spec", "shared.yaml", "-rs", "-p", "randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*prerequisite 'in_backward' did not pass: InBackwardDifference: sharedcountsgd-default-cpu: "
                                  "in-backward params differ*"])
@@ -235,7 +236,7 @@ def test_third_party_checks_register_through_an_entry_point(pytester):
         FINITE = Check("finite", check_finite, "compiled params stay finite", apply_after=("parity",))
     """)
     pytester.makefile(".yaml", sgd="optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [finite, parity]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "-v", "-p", "no:randomly")
+    result = run_pytest(pytester, "--optim-spec", "sgd.yaml", "-v", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*sgd-default-cpu::parity PASSED*", "*sgd-default-cpu::finite PASSED*"])
 
@@ -268,7 +269,7 @@ def test_benchmark_items_use_pytest_benchmark(pytester, monkeypatch):
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
         monkeypatch.delenv(name, raising=False)
     pytester.makefile(".yaml", sgd="optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--optim-benchmark", "--benchmark-json", "bench.json",
+    result = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--optim-benchmark", "--benchmark-json", "bench.json",
                                            "--benchmark-min-rounds", "3", "--benchmark-max-time", "0.05")
     result.assert_outcomes(passed=3)
     data = json.loads((pytester.path / "bench.json").read_text())
@@ -305,7 +306,7 @@ def test_xdist_collects_identically_and_compiles_each_case_once(pytester):
 
 def test_random_order_runs_every_check_once_per_case_and_pytest_split_shards_by_the_durations(pytester):
     pytester.makefile(".yaml", sgd=SPLIT_SPEC)
-    result = pytester.runpytest_subprocess("--optim-spec", "sgd.yaml", "--store-durations", "-p", "randomly", "--randomly-seed", "3")
+    result = run_pytest(pytester, "--optim-spec", "sgd.yaml", "--store-durations", "-p", "randomly", "--randomly-seed", "3")
     result.assert_outcomes(passed=6, skipped=3)
     # one compiled run per case, whatever the order (runs are freed after a case's last item)
     result.stdout.fnmatch_lines(["*Using --randomly-seed=3*", "optimtest: 3 case runs*"])
@@ -341,7 +342,7 @@ def test_a_bad_marker_fails_its_own_module_only(pytester):
                 assert optim_case.id == "sgd-default-cpu"
         """,
     )
-    result = pytester.runpytest_subprocess("test_bad.py", "test_good.py")
+    result = run_pytest(pytester, "test_bad.py", "test_good.py")
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines([
         "*invalid @pytest.mark.optim_spec: @pytest.mark.optim_spec: no case of *sgd.yaml matches 'nothing-*'*",
@@ -360,7 +361,7 @@ def test_init_specs_of_correct_optimizers_of_every_common_shape_pass(pytester):
     # tests/test_production.py and test_distributed.py hold them): nothing of a step's shape to find there
     zero = [arg for name in ("ClippedSGD", "PlainSGD", "LazyCloneMomentumSGD")
             for arg in ("--deselect", f"{name.lower()}.yaml::{name.lower()}-default-cpu::zero")]
-    result = pytester.runpytest_subprocess("--optim-spec", ".", "-k", "default and not closure and not (compile_time or distributed or "
+    result = run_pytest(pytester, "--optim-spec", ".", "-k", "default and not closure and not (compile_time or distributed or "
                                            "fsdp or checkpoint)", *zero, "-p", "no:randomly")
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 1 and outcomes.get("error", 0) == 0, result.stdout.str()[-3000:]
@@ -374,7 +375,7 @@ def test_a_step_that_breaks_the_graph_gets_a_parity_verdict_and_an_honest_graph_
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     assert cli(["init", "planted:SkipZeroGradSGD", "-o", str(pytester.path / "skipzero.yaml")]) == 0
     # the compiled checks of the step (the rank-based and compile-time checks compile nothing of it that these don't)
-    result = pytester.runpytest_subprocess("--optim-spec", ".", "-k", "default and not closure and not (distributed or fsdp or "
+    result = run_pytest(pytester, "--optim-spec", ".", "-k", "default and not closure and not (distributed or fsdp or "
                                            "checkpoint or compile_time)", "--deselect", "skipzero.yaml::skipzerogradsgd-default-cpu::zero",
                                            "-p", "no:randomly", "-rA")
     failed = [line for line in result.stdout.lines if line.startswith("FAILED")]
@@ -441,7 +442,7 @@ def test_the_compiled_optimizer_fixture_skips_a_case_whose_step_differentiates_i
         def test_step(compiled_optimizer):
             compiled_optimizer.step()
     """)
-    result = pytester.runpytest_subprocess("test_mine.py", "-rs", "-p", "no:randomly")
+    result = run_pytest(pytester, "test_mine.py", "-rs", "-p", "no:randomly")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*the spec's `backward: create_graph` (a step that differentiates the graph its closure "
                                  "made) and this run's grads set by hand, which have no graph behind them: not applicable*"])

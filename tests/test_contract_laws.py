@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import item_outcome, run_verbose
+from warm import run_module
 
 TESTS = Path(__file__).resolve().parent
 ROUND_TWO = ("law_grads_untouched", "law_closure_loss", "law_add_param_group", "law_group_hyperparameters",
@@ -123,8 +122,8 @@ def test_a_misspelt_or_unexplained_law_turned_off_is_a_spec_error(tmp_path, laws
 def test_init_comments_the_laws_on_by_default_that_fail_and_its_spec_still_loads(tmp_path):
     for module in ("planted_laws.py", "planted_contract.py"):
         shutil.copy(TESTS / module, tmp_path)
-    init = subprocess.run([sys.executable, "-m", "pytest_optimtest", "init", "planted_contract:SharedCounterAdam", "-o",
-                           "spec.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    init = run_module(tmp_path, "pytest_optimtest", ["init", "planted_contract:SharedCounterAdam", "-o", "spec.yaml"],
+                      timeout=300)
     assert init.returncode == 0, init.stderr
     assert "1 law(s) on by default failed on its first case" in init.stdout
     text = (tmp_path / "spec.yaml").read_text()

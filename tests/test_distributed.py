@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import cases_from, one_case, run_planted_spec
+from warm import run_pytest
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.ranks import RankFailure, RankJob, RankPools
@@ -195,7 +196,7 @@ def test_a_step_that_swaps_its_params_storage_is_one_red_naming_it_in_every_regi
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
     pytester.makefile(".yaml", s="optimizer: planted_unseen:StorageSwapSGD\nkwargs: {lr: 0.01}\n"
                                  "checks: [in_backward, distributed, zero]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs",
+    result = run_pytest(pytester, "--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs",
                                            "--optim-report", "r.json")
     result.assert_outcomes(failed=1, skipped=2)
     out = result.stdout.str()

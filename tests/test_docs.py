@@ -8,10 +8,12 @@ import argparse
 import re
 import shlex
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, Field
+from warm import run_pytest
 
 from pytest_optimtest import Check, plugin, reference
 from pytest_optimtest.__main__ import build_parser
@@ -115,7 +117,7 @@ def test_the_tutorials_commands_run(pytester):
         shutil.copy(ROOT / "examples" / "lion" / name, pytester.path / name)
     for args in _tutorial_commands():
         selective = "-k" in args
-        run = pytester.runpytest_subprocess if selective else pytester.runpytest_inprocess  # collecting imports no torch twice
+        run = partial(run_pytest, pytester) if selective else pytester.runpytest_inprocess  # collecting imports no torch twice
         result = run(*args, "--optim-device", "cpu", "-p", "no:randomly", *(() if selective else ("--collect-only", "-q")))
         assert result.ret == 0, (args, result.stdout.str()[-3000:])
         if selective:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import cases_from
+from warm import run_pytest
 from hypothesis import settings
 
 from pytest_optimtest.checks import CHECKS
@@ -62,7 +63,7 @@ def test_the_users_given_tests_keep_their_example_count_with_specs(pytester, mon
                                    "fuzz: {zero_lr: {examples: {ci: 2, dev: 2}}}\n")
     counts = []
     for args in ([], ["--optim-spec", "sgd.yaml"]):
-        result = pytester.runpytest_subprocess("test_user.py", *args, "-s", "-p", "no:randomly", "-p", "no:cacheprovider")
+        result = run_pytest(pytester, "test_user.py", *args, "-s", "-p", "no:randomly", "-p", "no:cacheprovider")
         assert result.ret == 0, result.stdout.str()[-2000:]
         counts.append(re.search(r"EXAMPLES \d+", result.stdout.str()).group(0))
         if args:
@@ -135,7 +136,7 @@ kwargs: {lr: 0.1}
 fuzz: {parity: {examples: {ci: 10}}}
 checks: [fuzz_parity]
 """)
-    result = pytester.runpytest_subprocess("--optim-spec", "firstdim.yaml", "--hypothesis-profile", "ci")
+    result = run_pytest(pytester, "--optim-spec", "firstdim.yaml", "--hypothesis-profile", "ci")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*falsified (hypothesis profile 'ci'*minimal example:",
@@ -156,7 +157,7 @@ kwargs: {lr: 0.1}
 fuzz: {determinism: {examples: {ci: 20}}, zero_lr: {examples: {ci: 20}}}
 checks: [fuzz_determinism, fuzz_zero_lr]
 """)
-    result = pytester.runpytest_subprocess("--optim-spec", "flatview.yaml", "--hypothesis-profile", "ci", "-n", "0",
+    result = run_pytest(pytester, "--optim-spec", "flatview.yaml", "--hypothesis-profile", "ci", "-n", "0",
                                            "-p", "no:randomly", "-rfs", "--optim-report", "r.json")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*blocked by the same error in fuzz_*: RuntimeError: view size is not compatible*"])

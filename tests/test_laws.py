@@ -7,12 +7,11 @@ from __future__ import annotations
 import random
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import item_outcome, one_case, run_check, run_verbose
+from warm import run_module
 
 from pytest_optimtest.harness.law_runs import coupling, lr_scaled
 from pytest_optimtest.harness.run_cache import RunCache
@@ -134,8 +133,7 @@ def test_an_optimizer_that_refuses_lr_0_on_purpose_is_held_to_the_rest_of_the_pa
 
 def test_the_laws_init_proposes_for_a_correct_optimizer_pass(tmp_path):
     shutil.copy(TESTS / "planted_laws.py", tmp_path)
-    init = subprocess.run([sys.executable, "-m", "pytest_optimtest", "init", "planted_laws:ForeachSGD", "-o", "spec.yaml"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    init = run_module(tmp_path, "pytest_optimtest", ["init", "planted_laws:ForeachSGD", "-o", "spec.yaml"], timeout=300)
     assert init.returncode == 0, init.stderr
     text = (tmp_path / "spec.yaml").read_text()
     assert "foreach: [{foreach: false}, {foreach: true}]" in text and "param_groups: true" in text

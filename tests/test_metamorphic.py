@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers import cases_from
+from warm import run_pytest
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
@@ -60,7 +61,7 @@ kwargs: {{lr: 0.1}}
 fuzz: {{{prop}: {{examples: {{ci: 20}}}}}}
 checks: [fuzz_{prop}]
 """})
-    result = pytester.runpytest_subprocess("--optim-spec", ".", "--hypothesis-profile", "ci", "-p", "no:randomly")
+    result = run_pytest(pytester, "--optim-spec", ".", "--hypothesis-profile", "ci", "-p", "no:randomly")
     result.assert_outcomes(failed=len(FAULTS))
     out = result.stdout.str()
     for name, (prop, _, _, expected) in FAULTS.items():  # each call matches from the top of the output
@@ -73,7 +74,7 @@ def test_the_shrunk_example_is_minimal(pytester):
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     pytester.makefile(".yaml", skip0="optimizer: planted:SkipZeroDimSGD\nkwargs: {lr: 0.1}\nfuzz: {elementwise: {examples: {ci: 20}}}\n"
                       "checks: [fuzz_elementwise]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "skip0.yaml", "--hypothesis-profile", "ci", "-p", "no:randomly")
+    result = run_pytest(pytester, "--optim-spec", "skip0.yaml", "--hypothesis-profile", "ci", "-p", "no:randomly")
     result.stdout.fnmatch_lines(["    case=load_case('skip0.yaml', 'skipzerodimsgd-default-cpu'), params=Params(Param(()))"])
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import one_case, write_spec
+from warm import run_pytest
 
 from pytest_optimtest import record_hook_order
 from pytest_optimtest.checks import CHECKS
@@ -53,7 +54,7 @@ def test_derived_order_equals_modtracker(model, inputs):
 def test_shipped_specs_reproduce_pytorchs_tests(pytester):
     for spec in SPECS.glob("*.yaml"):
         shutil.copy(spec, pytester.path / spec.name)
-    result = pytester.runpytest_subprocess("--optim-spec", ".", "-v")
+    result = run_pytest(pytester, "--optim-spec", ".", "-v")
     result.assert_outcomes(passed=7)  # the six seed tests and the fuzzed module trees
     result.stdout.fnmatch_lines(["*activation_checkpointing.yaml::activation_checkpointing::hook_order PASSED*"])
     result.stdout.fnmatch_lines(["*fuzzed_module_trees.yaml::fuzzed_module_trees::fuzz_hook_order PASSED*"])
@@ -113,7 +114,7 @@ def test_update_mode_records_the_running_releases_order_and_keeps_the_others(pyt
     for name, text in texts.items():
         (pytester.path / f"{name}.yaml").write_text(text)
     specs = ("--optim-spec", "keyed.yaml", "--optim-spec", "unkeyed.yaml")
-    result = pytester.runpytest_subprocess(*specs, "--optim-update-expected")
+    result = run_pytest(pytester, *specs, "--optim-update-expected")
     result.assert_outcomes(skipped=1, failed=1)  # no entry for this release, and a wrong one
     for name in texts:
         result.stdout.fnmatch_lines([f"optimtest: updated {name}.yaml: expected*{torch_version()}*"])
@@ -123,7 +124,7 @@ def test_update_mode_records_the_running_releases_order_and_keeps_the_others(pyt
         assert updated.startswith(texts[name].split("expected:")[0])  # the comments and keys before it as they were
         assert f'"{torch_version()}":\n    - [pre_fw, ' in updated and "post_fw" in updated
         assert kept + "    - [pre_fw, " in updated  # the other releases' order, as it was
-    pytester.runpytest_subprocess(*specs).assert_outcomes(passed=2)
+    run_pytest(pytester, *specs).assert_outcomes(passed=2)
 
 
 def test_update_mode_writes_parents_where_the_spec_compares_them(tmp_path):

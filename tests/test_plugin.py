@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 import torch
+from warm import run_pytest
 
 from pytest_optimtest.harness.torch_api import torch_version
 
@@ -103,7 +104,7 @@ def test_ini_option(pytester, specs):
 
 def test_full_run_passes_skips_cuda_and_applies_xfail(pytester, specs):
     specs(sgd=SGD_SPEC)
-    result = pytester.runpytest_subprocess("--optim-spec", "specs", "--optim-device", "cpu,cuda", "-rsx")
+    result = run_pytest(pytester, "--optim-spec", "specs", "--optim-device", "cpu,cuda", "-rsx")
     if torch.cuda.is_available():  # cuda cases run: parity passes, kernel_count has no cuda count to compare
         result.assert_outcomes(passed=5, skipped=2, xfailed=1)
         result.stdout.fnmatch_lines(["*no expected kernel count for torch * on cuda*", "*momentum creates its buffer*"])
@@ -114,7 +115,7 @@ def test_full_run_passes_skips_cuda_and_applies_xfail(pytester, specs):
 
 def test_broken_spec_is_an_error_of_that_file_only(pytester, specs):
     specs(sgd=SGD_SPEC.replace("devices: [cpu, cuda]", "devices: [cpu]"), broken="optimizer: torch.optim.Adamm\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "specs", "-k", "default or error")
+    result = run_pytest(pytester, "--optim-spec", "specs", "-k", "default or error")
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*invalid optimizer spec: *broken.yaml:1: [[]optimizer[]] *did you mean 'Adam'*"])
     assert "Traceback" not in result.stdout.str()
@@ -134,7 +135,7 @@ def test_planted_fault_fails_through_the_plugin(pytester, specs):
                         p.mul_(1.001)
     """)
     specs(drift=f'optimizer: drift:Drift\nchecks: [parity, kernel_count]\nkernel_counts: {{"{torch_version()}": {{cpu: 99}}}}\n')
-    result = pytester.runpytest_subprocess("--optim-spec", "specs")
+    result = run_pytest(pytester, "--optim-spec", "specs")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
         "*compiled step differs from eager after 6 steps:*",

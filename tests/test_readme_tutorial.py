@@ -6,13 +6,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from warm import run_pytest
+
 LION = Path(__file__).resolve().parent.parent / "examples" / "lion"
 
 
 def test_tutorial_spec_passes(pytester):
     for name in ("lion.py", "lion.yaml"):
         shutil.copy(LION / name, pytester.path / name)
-    result = pytester.runpytest_subprocess("--optim-spec", "lion.yaml", "--optim-device", "cpu", "-k", "not closure")
+    result = run_pytest(pytester, "--optim-spec", "lion.yaml", "--optim-device", "cpu", "-k", "not closure")
     # 4 cases x (parity, kernel_count, recompile); 2 plain cases x (graph_breaks + 4 in-backward checks);
     # the first case's once-per-optimizer checks (closure_graph_break is deselected by -k; no_leak passes and
     # reports the GraphModule cycle); distributed and zero, fsdp and checkpoint on the first case; the nine laws

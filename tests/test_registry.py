@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from warm import run_module, run_pytest_in
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_optimtest.cases import load_case, project_registry
@@ -93,8 +93,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_optimtest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return run_module(cwd, "pytest_optimtest", list(args), timeout=300)
 
 
 def test_a_check_module_validates_through_load_case_and_the_cli(project: Path) -> None:
@@ -116,9 +115,8 @@ def test_a_check_module_validates_through_load_case_and_the_cli(project: Path) -
 
 
 def test_a_check_module_runs_through_the_plugin_with_its_metric_in_the_report(project: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", "specs", "-p", "no:randomly", "-n", "0",
-                             "-v", "--optim-report", "report.json"], cwd=project, capture_output=True, text=True,
-                            timeout=600)
+    result = run_pytest_in(project, "--optim-spec", "specs", "-p", "no:randomly", "-n", "0", "-v", "--optim-report",
+                           "report.json", timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "sgd-default-cpu::step_bound PASSED" in result.stdout
     items = json.loads((project / "report.json").read_text())["items"]

@@ -9,10 +9,10 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from warm import run_pytest_in
 
 TESTS = Path(__file__).resolve().parent
 
@@ -69,8 +69,8 @@ SPECS = {
 
 
 def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", "specs", "-v", "-rs", "-n", "0", "-p", "no:randomly",
-                           "-p", "no:cacheprovider", *args], cwd=root, capture_output=True, text=True, timeout=900)
+    return run_pytest_in(root, "--optim-spec", "specs", "-v", "-rs", "-n", "0", "-p", "no:randomly", "-p",
+                         "no:cacheprovider", *args)
 
 
 @pytest.fixture(scope="module")

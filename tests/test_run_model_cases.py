@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from warm import run_init, run_pytest
 
 TESTS = Path(__file__).resolve().parent
 
@@ -167,9 +167,9 @@ def test_wrappers_over_an_optimizer_instance_are_specified_by_init_and_run_green
         shutil.copy(TESTS / module, pytester.path / module)
     wrappers = ("LookaheadWrapper", "MaskingWrapper")
     for wrapper in wrappers:
-        init = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", f"planted_run_model:{wrapper}", "-o", f"{wrapper}.yaml")
+        init = run_init(pytester, "init", f"planted_run_model:{wrapper}", "-o", f"{wrapper}.yaml")
         assert init.ret == 0, init.stderr.str()
-    result = pytester.runpytest_subprocess(*(arg for wrapper in wrappers for arg in ("--optim-spec", f"{wrapper}.yaml")),
+    result = run_pytest(pytester, *(arg for wrapper in wrappers for arg in ("--optim-spec", f"{wrapper}.yaml")),
                                            "-n", "0", "-p", "no:randomly", "-rfs", "--optim-report", "r.json", "-k",
                                            "default and (parity or graph_breaks or in_backward or law_descent or law_untouched "
                                            "or law_param_groups)")
@@ -191,7 +191,7 @@ def test_wrappers_over_an_optimizer_instance_are_specified_by_init_and_run_green
 def test_params_wrapped_without_a_base_optimizer_to_carry_them_is_a_spec_error(pytester):
     pytester.makepyfile(planted=(TESTS / "planted.py").read_text(), planted_run_model=(TESTS / "planted_run_model.py").read_text())
     pytester.makefile(".yaml", w="optimizer: planted_run_model:LookaheadWrapper\nparams: wrapped\nkwargs: {k: 2}\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "w.yaml", "-n", "0")
+    result = run_pytest(pytester, "--optim-spec", "w.yaml", "-n", "0")
     result.stdout.fnmatch_lines(["*w.yaml:*`params: wrapped` gives LookaheadWrapper no params of its own, and no kwarg is the base optimizer*"])
 
 
@@ -199,7 +199,7 @@ def test_parity_is_the_one_red_of_a_compiled_only_difference_in_whatever_order_t
     pytester.makeconftest("def pytest_collection_modifyitems(items):\n    items.reverse()  # as pytest-randomly may\n")
     pytester.makepyfile(planted=(TESTS / "planted.py").read_text())
     pytester.makefile(".yaml", noisy="optimizer: planted:NoisySGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "noisy.yaml", "-n", "0", "-p", "no:randomly", "-v")
+    result = run_pytest(pytester, "--optim-spec", "noisy.yaml", "-n", "0", "-p", "no:randomly", "-v")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*::none_grads SKIPPED*", "*::parity FAILED*"])
 
@@ -209,7 +209,7 @@ def test_a_law_over_a_kwarg_the_constructor_swallows_is_vacuous_not_green(pytest
         shutil.copy(TESTS / module, pytester.path / module)
     pytester.makefile(".yaml", swallow="optimizer: planted_run_model:SwallowingSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
                       "laws:\n  equivalent:\n    foreach: [{foreach: false}, {foreach: true}]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "swallow.yaml", "-n", "0", "-p", "no:randomly", "-rs")
+    result = run_pytest(pytester, "--optim-spec", "swallow.yaml", "-n", "0", "-p", "no:randomly", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*vacuous: law equivalent[[]foreach[]]: SwallowingSGD accepted foreach and kept it nowhere*"])
 
@@ -219,7 +219,7 @@ def test_every_pass_carries_its_evidence_as_data(pytester):
                       "checks: [parity, recompile, graph_breaks, none_grads, state_dict, in_backward, law_untouched, "
                       "law_descent, law_equivalent, law_param_groups]\n"
                       "laws: {untouched: true, descent: true, param_groups: true, equivalent: {foreach: [{foreach: false}, {foreach: true}]}}\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "adam.yaml", "-n", "0", "-p", "no:randomly", "--optim-report", "r.json")
+    result = run_pytest(pytester, "--optim-spec", "adam.yaml", "-n", "0", "-p", "no:randomly", "--optim-report", "r.json")
     result.assert_outcomes(passed=10)
     items = json.loads((pytester.path / "r.json").read_text())["items"]
     assert {r["check"]: bool(r["evidence"]) for r in items} == dict.fromkeys([r["check"] for r in items], True)
@@ -349,9 +349,9 @@ def test_an_optimizer_that_skipped_optimizer_init_is_one_red_wherever_torch_read
     raise an AttributeError of their own, at lines of their own; one root cause, one red."""
     for module in ("planted.py", "planted_run_model.py"):
         shutil.copy(TESTS / module, pytester.path / module)
-    init = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_run_model:InitSkippingLookahead", "-o", "w.yaml")
+    init = run_init(pytester, "init", "planted_run_model:InitSkippingLookahead", "-o", "w.yaml")
     assert init.ret == 0, init.stderr.str()
-    result = pytester.runpytest_subprocess(
+    result = run_pytest(pytester,
         "--optim-spec", "w.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
         "default and not closure and not low_precision and (closure_graph_break or law_grads_untouched or state_dict "
         "or distributed or zero or checkpoint or law_hooks)")
@@ -405,7 +405,7 @@ def test_one_error_raised_at_two_lines_of_one_function_is_one_red(pytester):
     for module in ("planted.py", "planted_run_model.py"):
         shutil.copy(TESTS / module, pytester.path / module)
     pytester.makefile(".yaml", s="optimizer: planted_run_model:TwoPlacesNoneGradSGD\nkwargs: {lr: 0.01}\nlaws: {untouched: true}\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
+    result = run_pytest(pytester, "--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs", "-k",
                                            "default and not closure and (none_grads or law_untouched)")
     out = result.stdout.str()
     result.assert_outcomes(failed=1, skipped=1)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import one_case
+from warm import run_pytest_in
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
@@ -90,7 +90,6 @@ SPECS = {
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
-    import subprocess
 
     root = tmp_path_factory.mktemp("unseen")
     for module in ("planted.py", "planted_unseen.py", "planted_run_model.py", "twin_a.py", "twin_b.py"):
@@ -98,9 +97,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     (root / "specs").mkdir()
     for name, text in SPECS.items():
         (root / "specs" / f"{name}.yaml").write_text(text)
-    result = subprocess.run([sys.executable, "-m", "pytest", "--optim-spec", "specs", "-v", "-rs", "-n", "0",
-                             "-p", "no:randomly", "-p", "no:cacheprovider", "--optim-report", "report.json"],
-                            cwd=root, capture_output=True, text=True, timeout=900)
+    result = run_pytest_in(root, "--optim-spec", "specs", "-v", "-rs", "-n", "0", "-p", "no:randomly", "-p",
+                           "no:cacheprovider", "--optim-report", "report.json")
     return result.stdout, json.loads((root / "report.json").read_text())
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 import planted_unseen
 from helpers import dynamo_writes_capturable, failure_of, one_case, run_check
+from warm import run_init, run_pytest
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
@@ -52,7 +53,6 @@ def test_a_hanging_and_a_process_killing_optimizer_are_contained_under_xdist_and
     """Each fails its own items, with where it hung or what it was doing when its process died;
     the other spec passes and the report is written. Serially, the supervisor runs the session again."""
     import subprocess
-    import sys
 
     for module in ("planted.py", "planted_unseen.py"):
         shutil.copy(TESTS / module, tmp_path / module)
@@ -173,7 +173,7 @@ def test_steps_that_differentiate_their_closures_graph_are_run_by_their_protocol
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
     for name, (optimizer, protocol) in protocols.items():
         # init in its own process: in this one, pytester's sys.modules snapshot would drop what the probes import
-        assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", optimizer, "-o", f"{name}.yaml").ret == 0
+        assert run_init(pytester, "init", optimizer, "-o", f"{name}.yaml").ret == 0
         text = (pytester.path / f"{name}.yaml").read_text()
         assert f"\nbackward: {protocol}  # its step differentiates " in text and "\nclosure: [true]" in text
         assert "\nskip:" not in text and "\nfuzz:" not in text  # no property steps on grads set by hand
@@ -181,7 +181,7 @@ def test_steps_that_differentiate_their_closures_graph_are_run_by_their_protocol
         assert ("\nmodel: pytest_optimtest.models:two_diagonal  # its step refuses matrices: RuntimeError: 1D tensors "
                 "expected" in text) is vectors and ("\n  max_ndim: 1  # its step refuses matrices" in text) is vectors, text
         (pytester.path / f"{name}.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
-    result = pytester.runpytest_subprocess(*(arg for name in protocols for arg in ("--optim-spec", f"{name}.yaml")),
+    result = run_pytest(pytester, *(arg for name in protocols for arg in ("--optim-spec", f"{name}.yaml")),
                                            "-n", "0", "-p", "no:randomly", "-v", "-k", "default and (parity or law_)",
                                            "--optim-report", "r.json")
     out = result.stdout.str()
@@ -206,12 +206,12 @@ def test_a_step_over_vectors_alone_gets_a_model_and_laws_of_vectors(pytester):
     and every law it proposes runs over vectors."""
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
-    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:DotNormalizedSGD", "-o", "s.yaml").ret == 0
+    assert run_init(pytester, "init", "planted_unseen:DotNormalizedSGD", "-o", "s.yaml").ret == 0
     text = (pytester.path / "s.yaml").read_text()
     assert "\nmodel: pytest_optimtest.models:two_diagonal  # its step refuses matrices: RuntimeError: 1D tensors expected" in text
     assert "\n  max_ndim: 1  # its step refuses matrices" in text and "\nbackward:" not in text, text
     (pytester.path / "s.yaml").write_text(text.replace("devices: [cpu, cuda]", "devices: [cpu]"))
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rs", "-v",
+    result = run_pytest(pytester, "--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rs", "-v",
                                            "-k", "default and not closure and (parity or law_)")
     out = result.stdout.str()
     assert result.ret == 0 and "1D tensors expected" not in out, out[-3000:]
@@ -234,11 +234,11 @@ def test_a_step_whose_first_argument_is_no_closure_is_skipped_saying_so_not_red(
     function, which is all the plugin's runs give."""
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
-    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", f"planted_unseen:{planted}", "-o", "s.yaml").ret == 0
+    assert run_init(pytester, "init", f"planted_unseen:{planted}", "-o", "s.yaml").ret == 0
     text = (pytester.path / "s.yaml").read_text()
     assert comment in text and reason in text, text
     assert "use_muon" not in text and "fill in the kwargs" not in text, text
-    result = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
+    result = run_pytest(pytester, "--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-q")
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
 
@@ -249,12 +249,12 @@ def test_a_step_its_constructor_sets_with_arguments_of_its_own_is_skipped_saying
     no_grad wrapper, and the closure case handed its closure over as step_id."""
     shutil.copy(Path(__file__).parent / "planted.py", pytester.path / "planted.py")
     shutil.copy(Path(__file__).parent / "planted_unseen.py", pytester.path / "planted_unseen.py")
-    assert pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:InstanceStepSGD", "-o", "s.yaml").ret == 0
+    assert run_init(pytester, "init", "planted_unseen:InstanceStepSGD", "-o", "s.yaml").ret == 0
     text = (pytester.path / "s.yaml").read_text()
     assert "its step takes step(step_id), a protocol of its own" in text, text
     pytester.makefile(".yaml", hand="optimizer: planted_unseen:InstanceStepSGD\nkwargs: {lr: 0.1}\nchecks: [parity, none_grads]\n"
                                     "closure: [false, true]\n")
-    result = pytester.runpytest_subprocess("--optim-spec", "hand.yaml", "-n", "0", "-p", "no:randomly", "-rs")
+    result = run_pytest(pytester, "--optim-spec", "hand.yaml", "-n", "0", "-p", "no:randomly", "-rs")
     assert result.parseoutcomes() == {"skipped": 3}, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*its step (InstanceStepSGD._sequential_step) requires step_id: a step protocol of its own*"])
 
@@ -436,7 +436,6 @@ def test_four_cases_that_segfault_under_xdist_are_four_failed_items_and_the_sess
     third replacement: INTERNALERROR, exit code 3, half the results lost). Four replacements pass
     that third one; each costs a fresh worker's imports."""
     import subprocess
-    import sys
 
     for module in ("planted.py", "planted_unseen.py"):
         shutil.copy(TESTS / module, tmp_path / module)
@@ -464,7 +463,7 @@ def test_init_writes_a_spec_that_loads_and_skips_for_a_constructor_that_takes_a_
     error (`'list' object has no attribute 'modules'`) where the model's says what it wants."""
     for module in ("planted.py", "planted_unseen.py"):
         shutil.copy(TESTS / module, pytester.path / module)
-    result = pytester.run(sys.executable, "-m", "pytest_optimtest", "init", "planted_unseen:LoraPairsSGD", "-o", "s.yaml")
+    result = run_init(pytester, "init", "planted_unseen:LoraPairsSGD", "-o", "s.yaml")
     assert result.ret == 0, result.stderr.str()
     text = (pytester.path / "s.yaml").read_text()
     assert "params: model\n# its constructor takes a model, and refused the plugin's (RuntimeError: LoraPairsSGD: no " \
@@ -473,7 +472,7 @@ def test_init_writes_a_spec_that_loads_and_skips_for_a_constructor_that_takes_a_
     unskipped = text.split("skip:")[0].replace("devices: [cpu, cuda]", "devices: [cpu]")
     (pytester.path / "unskipped.yaml").write_text(unskipped)
     (pytester.path / "modelled.yaml").write_text(unskipped + "model: planted_unseen:lora_model\nchecks: [parity]\n")
-    run = pytester.runpytest_subprocess("--optim-spec", "s.yaml", "--optim-spec", "unskipped.yaml", "--optim-spec", "modelled.yaml",
+    run = run_pytest(pytester, "--optim-spec", "s.yaml", "--optim-spec", "unskipped.yaml", "--optim-spec", "modelled.yaml",
                                         "-n", "0", "-p", "no:randomly", "-q", "-rs", "--optim-report", "r.json")
     run.stdout.fnmatch_lines(["*LoraPairsSGD refused every params form and model the plugin has; it takes a model of its own kind*"])
     run.stdout.fnmatch_lines(["*unskipped.yaml:*LoraPairsSGD takes a model and refuses the spec's `model: "
