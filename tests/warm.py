@@ -92,21 +92,26 @@ class Zygote:
         TimeoutError once `timeout` seconds pass, the run killed."""
         assert self.proc.stdin and self.proc.stdout  # Popen(stdin=PIPE, stdout=PIPE)
         run = {"cwd": str(cwd), "module": module, "args": args, "env": env, "stdout": str(stdout), "stderr": str(stderr)}
-        self.proc.stdin.write(json.dumps(run) + "\n")
-        pid = json.loads(self.proc.stdout.readline())["pid"]
-        if select.select([self.proc.stdout], [], [], timeout)[0]:
-            return int(json.loads(self.proc.stdout.readline())["code"])
-        os.kill(pid, signal.SIGKILL)
-        self.proc.stdout.readline()
+        try:
+            self.proc.stdin.write(json.dumps(run) + "\n")
+            pid = json.loads(self.proc.stdout.readline())["pid"]
+            if select.select([self.proc.stdout], [], [], timeout)[0]:
+                return int(json.loads(self.proc.stdout.readline())["code"])
+            os.kill(pid, signal.SIGKILL)
+            self.proc.stdout.readline()
+        except BaseException:  # interrupted between request and reply: a later run would read this one's reply
+            self.proc.kill()
+            raise
         raise TimeoutError(f"{timeout} second timeout expired running: python -m {module} {' '.join(args)}")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        assert self.proc.stdin
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        if self.alive():
+            assert self.proc.stdin
+            self.proc.stdin.close()  # the zygote ends at the end of its input
+            self.proc.wait(timeout=60)
 
 
 _ZYGOTES: dict[tuple[tuple[str, str], ...], Zygote] = {}
