@@ -37,12 +37,15 @@ from _pytest.pathlib import make_numbered_dir  # pytester's own numbering of --b
 IMPORT_TIME_PREFIXES = ("TORCH", "PYTORCH", "CUDA", "OMP_", "MKL_", "KMP_", "OPENBLAS", "PYTHON", "HYPOTHESIS", "LD_")
 # Not pytest plugins (xdist, Hypothesis): pytest rewrites a plugin's asserts as it loads it, and warns where
 # the module is already imported.
-WARM_IMPORTS = ("torch", "torch._dynamo", "torch._inductor.config", "torch.distributed", "numpy", "yaml", "pydantic")
+WARM_IMPORTS = ("torch", "torch._dynamo", "torch._inductor.config", "torch.distributed", "numpy", "ruamel.yaml", "pydantic")
 
 _BOOT = r"""
 import json, os, runpy, sys
 for name in sys.argv[1:]:
-    __import__(name)
+    try:
+        __import__(name)
+    except ImportError:  # not installed here (numpy beside a bare torch): a child fails to import it as a cold process would
+        pass
 base_path = sys.path[1:]  # sys.path[0] is '' for -c: a child puts its own folder there
 requests = os.fdopen(os.dup(0), "r")  # the protocol's own descriptors: 0, 1 and 2 become each child's
 replies = os.fdopen(os.dup(1), "w", buffering=1)
@@ -94,7 +97,11 @@ class Zygote:
         run = {"cwd": str(cwd), "module": module, "args": args, "env": env, "stdout": str(stdout), "stderr": str(stderr)}
         try:
             self.proc.stdin.write(json.dumps(run) + "\n")
-            pid = json.loads(self.proc.stdout.readline())["pid"]
+            reply = self.proc.stdout.readline()
+            if not reply:
+                raise RuntimeError(f"the zygote (pid {self.proc.pid}) exited with code {self.proc.wait()}; it wrote "
+                                   "to this worker's stderr why")
+            pid = json.loads(reply)["pid"]
             if select.select([self.proc.stdout], [], [], timeout)[0]:
                 return int(json.loads(self.proc.stdout.readline())["code"])
             os.kill(pid, signal.SIGKILL)
