@@ -52,13 +52,13 @@ def test_a_third_party_check_owns_its_spec_section_and_reports_its_metric(pytest
     result = run_pytest(pytester, "-p", "no:cacheprovider", "specs", "--optim-report", "r.json", "-k", "bounded_update")
     records = json.loads((pytester.path / "r.json").read_text())["items"]
     assert [r["metrics"]["largest_move"] > 0 for r in records if r["check"] == "bounded_update" and r["outcome"] == "passed"] == [True]
-    # a spec error is an item of its own that fails at once: no supervisor needed to run it (--optim-in-process)
+    # a spec error is an item of its own that fails at once
     spec.write_text(spec.read_text().replace("bounded_update: {slack: 1.0e-5}", "bounded_update: {slak: 1.0e-5}"))
-    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs", "--optim-in-process")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs")
     result.stdout.fnmatch_lines(["*signsgd.yaml:9*bounded_update.slak*unknown key 'slak'*did you mean 'slack'*"])
     # the section is the check's: with the check not registered, the key is unknown to the spec
     (pytester.path / "conftest.py").write_text("")
-    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs", "--optim-in-process")
+    result = run_pytest(pytester, "-p", "no:cacheprovider", "specs")
     result.stdout.fnmatch_lines(["*unknown key 'bounded_update'*"])
 
 
