@@ -44,7 +44,7 @@ import json, os, runpy, sys
 for name in sys.argv[1:]:
     try:
         __import__(name)
-    except ImportError:  # not installed here (numpy beside a bare torch): a child fails to import it as a cold process would
+    except ImportError:  # not installed in this venv: a child fails to import it just as a cold process would
         pass
 base_path = sys.path[1:]  # sys.path[0] is '' for -c: a child puts its own folder there
 requests = os.fdopen(os.dup(0), "r")  # the protocol's own descriptors: 0, 1 and 2 become each child's
