@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from warm import run_module, run_pytest_in
 from pydantic import BaseModel, ConfigDict, Field
+from warm import run_module, run_pytest_in
 
 from pytest_optimtest.cases import load_case, project_registry
 from pytest_optimtest.checks import BUILTIN, CHECKS, Check, Registry

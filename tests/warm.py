@@ -159,7 +159,7 @@ def run_module(cwd: Path, module: str, args: list[str], env: dict[str, str] | No
 
 def run_pytest_in(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """A serial session of `python -m pytest *args` in `cwd`, in process (no supervisor), forked warm."""
-    return run_module(cwd, "pytest", [*args, "--optim-in-process"], timeout=timeout)
+    return run_module(cwd, "pytest", _in_process(args), timeout=timeout)
 
 
 def _pytester_run(pytester: pytest.Pytester, module: str, args: list[str], timeout: float | None) -> pytest.RunResult:
@@ -179,14 +179,16 @@ def _pytester_run(pytester: pytest.Pytester, module: str, args: list[str], timeo
 
 def run_pytest(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> pytest.RunResult:
     """`pytester.runpytest_subprocess(*args)` of a serial session, in process (no supervisor), forked warm."""
-    assert _serial(args), f"an xdist session starts cold workers: run it with pytester.runpytest_subprocess {args}"
     basetemp = make_numbered_dir(root=pytester.path, prefix="runpytest-", mode=0o700)
-    return _pytester_run(pytester, "pytest", [f"--basetemp={basetemp}", *args, "--optim-in-process"], timeout)
+    return _pytester_run(pytester, "pytest", [f"--basetemp={basetemp}", *_in_process(args)], timeout)
 
 
-def _serial(args: tuple[str, ...]) -> bool:
+def _in_process(args: tuple[str, ...]) -> list[str]:
+    """A serial session's arguments, run in process: an xdist session's workers would start cold anyway."""
     workers = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("-n", "--numprocesses")]
-    return all(w == "0" for w in workers) and "--dist" not in args
+    assert all(w == "0" for w in workers) and "--dist" not in args, \
+        f"an xdist session starts cold workers: run it with pytester.runpytest_subprocess {args}"
+    return [*args, "--optim-in-process"]
 
 
 def run_init(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
