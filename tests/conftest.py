@@ -16,6 +16,11 @@ PYTESTER_ADDOPTS = "-p no:randomly --optim-device cpu"
 # setting wins.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
+# pytester's in-process runs drop the modules they imported; inductor's lowering registers operator libraries
+# (torch.library), which torch refuses to register twice, so a later compile in the worker raised when an
+# in-process run had imported it first. Imported here, it outlives every in-process run.
+import torch._inductor.lowering  # noqa: E402, F401
+
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
