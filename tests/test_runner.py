@@ -120,6 +120,28 @@ def test_the_comparison_takes_a_0d_tensor_and_a_number_for_the_same_number():
     assert value_differences("s", {"f": True}, {"f": torch.tensor(1.0)}, tol) != []
 
 
+def test_the_comparison_walks_a_deque_of_tensors_as_a_sequence():
+    """sky-optimizer keeps its L-BFGS history in deques of tensors, whose `==` raises "Boolean value of
+    Tensor with more than one value is ambiguous": every law and ZeRO item of it was red as the plugin's bug."""
+    from collections import deque
+
+    from pytest_optimtest.harness.compare import value_differences
+    from pytest_optimtest.harness.snapshot import freeze
+    from pytest_optimtest.spec.schema import Tolerance
+
+    tol = Tolerance(atol=1e-5, rtol=1e-6)
+    history = deque([torch.ones(2, 3), torch.zeros(2, 3)])
+    assert value_differences("s", {"h": history}, {"h": deque(t.clone() for t in history)}, tol) == []
+    moved = deque([torch.ones(2, 3), torch.full((2, 3), 0.5)])
+    assert value_differences("s", {"h": history}, {"h": moved}, tol)[0].startswith("s['h'][1]: 6/6 elements differ")
+    assert value_differences("s", {"h": history}, {"h": deque([torch.ones(2, 3)])}, tol) == [
+        "s['h']: 1 items in the compiled run, 2 in the eager run"]
+    frozen = freeze(history)  # a snapshot holds a copy, not the live deque that later steps append to
+    history.append(torch.ones(1))
+    history[0].add_(1)
+    assert isinstance(frozen, deque) and len(frozen) == 2 and frozen[0].eq(1).all()
+
+
 def test_package_generators_are_the_optimizer_packages_module_level_ones_and_dicts_of_them(monkeypatch):
     import sys
     import types

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ..spec.schema import Tolerance
-from .snapshot import is_numpy, own_object, stateful
+from .snapshot import SEQUENCES, is_numpy, own_object, stateful
 
 
 LABELS = ("eager", "compiled")
@@ -67,7 +67,9 @@ def value_differences(where: str, expected: Any, actual: Any, tol: Tolerance,
         for key in [k for k in expected if k in actual]:
             out += value_differences(f"{where}[{key!r}]", expected[key], actual[key], tol, labels)
         return out
-    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
+    if isinstance(expected, SEQUENCES) and isinstance(actual, SEQUENCES):
+        if len(expected) != len(actual):
+            return [f"{where}: {len(actual)} items in the {new} run, {len(expected)} in the {ref} run"]
         return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in value_differences(f"{where}[{i}]", e, a, tol, labels)]
     if is_numpy(expected) or is_numpy(actual):  # NumPy values (RMSGD keeps its metrics in arrays): compared as tensors
         with contextlib.suppress(TypeError, ValueError, RuntimeError):  # an object array is compared as any object below

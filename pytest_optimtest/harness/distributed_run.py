@@ -30,7 +30,7 @@ from .isolation import isolated_case
 from .param_forms import binding_base_optimizers, constructor_params
 from .builder import build_model, loss_for, make_data, make_optimizer, param_dtype, setup_of, zero_grads
 from .ranks import RankFailure, RankJob, RankPools, run_ranks
-from .snapshot import rebuilt
+from .snapshot import SEQUENCES, rebuilt
 from .state_dict_layout import foreign_layout
 
 
@@ -311,6 +311,6 @@ def _cpu(value: Any) -> Any:
         return value.detach().cpu().clone()
     if isinstance(value, dict):
         return {k: _cpu(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, SEQUENCES):
         return rebuilt(value, (_cpu(v) for v in value))
     return value

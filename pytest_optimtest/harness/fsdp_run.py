@@ -33,7 +33,7 @@ from .distributed_run import unavailable_reason as ranks_unavailable  # the same
 from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
-from .snapshot import SIMPLE, frozen_tensor, per_param_state, rebuilt, snapshot, tensors_in
+from .snapshot import SEQUENCES, SIMPLE, frozen_tensor, per_param_state, rebuilt, snapshot, tensors_in
 from .state_dict_layout import FOREIGN_LAYOUT, foreign_layout, state_dict_layout
 
 
@@ -305,7 +305,7 @@ def _portable(value: Any) -> Any:
         return torch_api.full_tensor(torch_api.map_local(value, frozen_tensor)).cpu()
     if isinstance(value, dict):
         return {k: _portable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, SEQUENCES):
         return rebuilt(value, (_portable(v) for v in value))
     if isinstance(value, SIMPLE):
         return value

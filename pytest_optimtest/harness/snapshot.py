@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import weakref
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +18,15 @@ from .devices import generators_in
 SIMPLE = (bool, int, float, str, type(None))
 
 
-def rebuilt(value: list | tuple, items: Any) -> Any:
+# The sequences an optimizer's state may hold and the walkers below go into: a deque too (an L-BFGS
+# history of tensors; left as it is, a snapshot would hold the live deque, and its `==` raises on tensors).
+SEQUENCES = (list, tuple, deque)
+
+
+def rebuilt(value: list | tuple | deque, items: Any) -> Any:
     """A sequence of `value`'s type holding `items`: a namedtuple (state QUTEN keeps) takes them one by one."""
+    if isinstance(value, deque):
+        return deque(items, value.maxlen)
     return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
 
 
@@ -34,7 +42,7 @@ def freeze(value: Any, names: dict[int, str] | None = None, depth: int = 0) -> A
     if isinstance(value, torch.Tensor):
         name = (names or {}).get(id(value)) if depth else None  # a param an object refers to: compared as a param
         return f"<param {name}>" if name is not None else frozen_tensor(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, SEQUENCES):
         return rebuilt(value, (freeze(v, names, depth) for v in value))
     if isinstance(value, dict):
         return {_key(k, i, names): freeze(v, names, depth) for i, (k, v) in enumerate(value.items())}
@@ -62,7 +70,7 @@ def _names_a_param(value: Any) -> bool:
         return value.startswith("<param ")
     if isinstance(value, dict):
         return any(map(_names_a_param, value)) or any(map(_names_a_param, value.values()))
-    return isinstance(value, (list, tuple)) and any(map(_names_a_param, value))
+    return isinstance(value, SEQUENCES) and any(map(_names_a_param, value))
 
 
 def params_in_groups_diagnosis(groups: list[dict[str, Any]], regime: str) -> str:
@@ -188,7 +196,7 @@ def _key(key: Any, position: int, names: dict[int, str] | None) -> Any:
 def _is_plain(value: Any) -> bool:
     if isinstance(value, (torch.Tensor, *SIMPLE)):
         return True
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, SEQUENCES):
         return all(_is_plain(v) for v in value)
     return False
 
@@ -284,7 +292,7 @@ def tensors_in(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:
         return []
     if isinstance(value, dict):
         items = list(value.items())
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, SEQUENCES):
         items = list(enumerate(value))
     elif own_object(value):
         items = [(f".{k}", v) for k, v in vars(value).items()]

@@ -13,6 +13,7 @@ from ..checks.laws.section import Laws
 from ..harness.blame import one_line
 from ..harness.builder import step_on_grads
 from ..harness.compare import max_movement
+from ..harness.snapshot import SEQUENCES
 from ..spec.schema import DEFAULT_TOLERANCES
 from .probe import _construct, _PROBE_BACKWARD, _PROBE_CLOSURE, _located, _probe_run, _raised_on_purpose, _raising_line, _stepped
 
@@ -67,7 +68,7 @@ def _state_tensors(state: Any) -> list[torch.Tensor]:
         return [state]
     if isinstance(state, dict):
         return [t for v in state.values() for t in _state_tensors(v)]
-    if isinstance(state, (list, tuple)):
+    if isinstance(state, SEQUENCES):
         return [t for v in state for t in _state_tensors(v)]
     return []
 
