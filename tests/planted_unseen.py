@@ -1607,3 +1607,35 @@ class YieldFromSGD(PlainSGD):
                 if p.grad is not None:
                     for _ in _apply_update(p, p.grad, group["lr"]):
                         pass
+
+
+class HistorySGD(PlainSGD):
+    """Correct SGD on the mean of its last two grads, kept in a deque it trims itself (sky-optimizer's
+    L-BFGS history): snapshots held the live deque, and its `==` raised on tensors, red as the plugin's bug."""
+
+    bound: int | None = None
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    history = self.state[p].setdefault("history", collections.deque(maxlen=self.bound))
+                    history.append(p.grad.clone())
+                    if len(history) > 2:
+                        history.popleft()
+                    p.add_(sum(history) / len(history), alpha=-group["lr"])
+
+
+class BoundedHistorySGD(HistorySGD):
+    """HistorySGD whose deque keeps its own bound, `maxlen=1` (sky-optimizer's `deque(maxlen=history_size)`):
+    torch's load_state_dict rebuilds it without one, so a run that loads keeps two grads where one never did."""
+
+    bound = 1
+
+
+class BannerSGD(PlainSGD):
+    """Correct SGD that prints a banner whenever it is constructed (sky-optimizer prints nine lines)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr)
+        print("BannerSGD initialized\n  revolutionary")

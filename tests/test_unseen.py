@@ -83,6 +83,8 @@ SPECS = {
     "normchecked": "optimizer: planted_unseen:NormCheckedSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent]\nlaws: {descent: true}\n",
     "f32norm": "optimizer: planted_unseen:Float32NormStateSGD\nkwargs: {lr: 0.1}\ndtypes: [bfloat16]\nchecks: [state_dict]\n"
                "recompile: {load_state_dict: 0}\n",
+    "history": "optimizer: planted_unseen:HistorySGD\nkwargs: {lr: 0.1}\nchecks: [parity, state_dict, law_determinism]\n",
+    "boundedhistory": "optimizer: planted_unseen:BoundedHistorySGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
 }
@@ -133,6 +135,23 @@ def test_equal_infinities_and_param_keyed_containers_compare_equal(session):
 def test_a_state_that_keeps_shapes_and_namedtuples_is_compared_by_the_equivalence_law(session):
     out, _ = session  # QUTEN keeps p.shape in its state: the law rebuilt the tuple with tensors in it and raised
     assert _outcome(out, "specs/shapekeeping.yaml::shapekeepingsgd-default-cpu::law_equivalent") == "PASSED"
+
+
+def test_a_state_that_keeps_a_deque_of_tensors_is_snapshot_and_compared_item_by_item(session):
+    out, _ = session  # sky-optimizer's L-BFGS history: every law and ZeRO item was "an error inside pytest-optimtest"
+    for check in ("parity", "state_dict", "law_determinism"):
+        assert _outcome(out, f"specs/history.yaml::historysgd-default-cpu::{check}") == "PASSED", _failure(
+            out, f"specs/history.yaml::historysgd-default-cpu::{check}")
+
+
+def test_a_deque_bound_that_torchs_load_drops_is_one_red_of_torchs(session):
+    out, report = session  # sky-optimizer's deque(maxlen=history_size): torch's _cast rebuilds it unbounded
+    assert _outcome(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::state_dict") == "FAILED"
+    assert _outcome(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::zero") == "SKIPPED"
+    failure = _failure(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::state_dict")
+    assert "state[0]['history']: a deque of maxlen 1 came back with maxlen None" in failure, failure
+    assert "drops a deque's maxlen" in failure and "torch's doing" in failure, failure
+    assert "blocked by the same error in state_dict: torch's load_state_dict rebuilds a deque without its maxlen" in out
 
 
 def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent_too(session):

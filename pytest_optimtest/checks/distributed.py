@@ -8,8 +8,7 @@ import torch
 
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, value_differences
-from ..harness.diagnosis import (STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load, strings_lost_diagnosis,
-                                 strings_lost_on_load)
+from ..harness.diagnosis import STATE_CAST, STATE_CAST_ON_LOAD, cast_on_load, state_lost_on_load
 from ..harness.vacuity import Blocked, Vacuous, require_beyond_amplified_rounding, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
@@ -142,9 +141,9 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(
         "state", unsharded["state"], loaded["state"], tol, ("unsharded", "loaded"))))
     header = f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:"
-    lost = strings_lost_on_load(run.ranks[0].zero_state_dict, loaded) if not refused else []
+    lost = state_lost_on_load(case.id, run.ranks[0].zero_state_dict, loaded) if not refused else None
     if lost:  # torch's load, not ZeRO's sharding: the state_dict check's red
-        raise KnownCause(strings_lost_diagnosis(case.id, lost), STRINGS_LOST)
+        raise KnownCause(*lost)
     consolidated = sections[-1][1]
     cast = cast_on_load(case.dtype, consolidated)
     if cast and cast == consolidated and not any(problems for _, problems in sections[:-1]):  # the cast alone: state_dict's cause

@@ -13,7 +13,7 @@ from pydantic import Field
 from ..harness import torch_api
 from ..harness.blame import KnownCause
 from ..harness.compare import listed, median_ratio, snapshot_differences, value_differences
-from ..harness.diagnosis import state_holds_str
+from ..harness.diagnosis import state_load_rebuilds
 from ..harness.distributed_run import rank_backend
 from ..harness.fsdp_run import FsdpRun, Trained, resume_on_ranks, unavailable_reason
 from ..harness.ranks import RankFailure
@@ -25,7 +25,7 @@ from ..spec.case import shown_path
 from ..spec.values import gives_a_mesh, mesh_arguments, mesh_form, resolve
 from ..harness.ladder import MOVES
 from .base import Check, NotApplicable, Verdict
-from .state_dict import require_strings_kept
+from .state_dict import require_state_kept_by_load
 
 
 class FsdpSpec(StrictModel):
@@ -192,8 +192,8 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         raise Blocked(f"blocked by fsdp: the eager step over FSDP2-sharded (DTensor) params raised: "
                             f"{run.eager.error.splitlines()[0]}")
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
-    if state_holds_str(run.eager.state):
-        require_strings_kept(case, runs)  # DCP's load is torch's load_state_dict too, which garbles a str
+    if state_load_rebuilds(run.eager.state):
+        require_state_kept_by_load(case, runs)  # DCP's load is torch's load_state_dict too, which garbles a str
     other_grads = _other_grads(case, run)
     if other_grads and "fsdp" in case.checks:
         raise Blocked(f"blocked by fsdp: {other_grads.splitlines()[0]}")

@@ -7,9 +7,8 @@ from typing import Any
 from ..harness import torch_api
 from ..harness.blame import KnownCause
 from ..harness.compare import dynamo_group_keys, listed, snapshot_differences
-from ..harness.diagnosis import (DYNAMO_GROUP_KEY_ON_LOAD, STATE_CAST, STATE_CAST_ON_LOAD, STRINGS_LOST, cast_on_load,
-                                 guards_a_cast_state_dtype, guards_a_group_length, state_holds_str, strings_lost_diagnosis,
-                                 strings_lost_on_load)
+from ..harness.diagnosis import (DYNAMO_GROUP_KEY_ON_LOAD, STATE_CAST, STATE_CAST_ON_LOAD, cast_on_load,
+                                 guards_a_cast_state_dtype, guards_a_group_length, state_load_rebuilds, state_lost_on_load)
 from ..harness.ladder import COMPARED_COMPILED
 from ..harness.run_phases import run_phases
 from ..harness.runner import Regime, loaded_state_dict
@@ -21,19 +20,20 @@ from ..spec.values import resolve
 from .base import Check, Verdict
 
 
-def require_strings_kept(case: Any, runs: Any) -> Any:
+def require_state_kept_by_load(case: Any, runs: Any) -> Any:
     """The eager run checkpointed at `case.steps` (the round trip's reference); one red of torch's where
-    torch's load_state_dict does not give back a str of its state: every run that loads would step on
-    its garbled text and raise in the optimizer's frame (state_dict's, checkpoint's)."""
+    torch's load_state_dict does not give back a str of its state (every run that loads would step on its
+    garbled text and raise in the optimizer's frame) or a deque's maxlen (every run that loads would keep
+    more history than the one that never did): state_dict's, checkpoint's and ZeRO's root cause."""
     n = case.steps
     reference = runs.run(case, Regime(closure=case.closure, steps=2 * n, checkpoint_at=n))
     saved = reference.checkpoint.optimizer_state() if reference.checkpoint is not None else {}
-    if not isinstance(saved, dict) or not state_holds_str(saved.get("state", {})):
-        return reference  # nothing torch's load could garble: no probe load
+    if not isinstance(saved, dict) or not state_load_rebuilds(saved.get("state", {})):
+        return reference  # nothing torch's load could rebuild otherwise: no probe load
     loaded = loaded_state_dict(case, reference.checkpoint)
-    lost = strings_lost_on_load(saved, loaded) if loaded is not None else []
+    lost = state_lost_on_load(case.id, saved, loaded) if loaded is not None else None
     if lost:
-        raise KnownCause(strings_lost_diagnosis(case.id, lost), STRINGS_LOST)
+        raise KnownCause(*lost)
     return reference
 
 
@@ -43,7 +43,7 @@ def check_state_dict(case: Any, runs: Any) -> Verdict:
     eager reference, eager-from-compiled, compiled-from-eager) hold equal params and state.
     The load into the compiled optimizer may recompile at most `recompile.load_state_dict` times."""
     n = case.steps
-    reference = require_strings_kept(case, runs)
+    reference = require_state_kept_by_load(case, runs)
     compiled = runs.run(case, Regime(compiled=True, closure=case.closure, steps=2 * n, checkpoint_at=n,
                                      load_at=(n, reference.checkpoint)))
     resumed = runs.run(case, Regime(closure=case.closure, steps=n, resume=compiled.checkpoint))

@@ -23,6 +23,7 @@ import inspect
 import re
 import sys
 import typing
+from collections import deque
 from dataclasses import replace
 from typing import Any
 
@@ -73,30 +74,68 @@ STATE_CAST_ON_LOAD = ("\n  diagnosis: torch's Optimizer.load_state_dict casts ev
 
 
 STRINGS_LOST = "torch's load_state_dict rebuilds str state as a generator's text"  # one red: state_dict's and ZeRO's
+BOUNDS_LOST = "torch's load_state_dict rebuilds a deque without its maxlen"  # one red: state_dict's and ZeRO's
 
 
-def state_holds_str(state: Any) -> bool:
-    """Whether per-param state ({param: {key: value}}, a state_dict's or a snapshot's) holds a str value."""
-    return any(isinstance(value, str) for entry in state.values() if isinstance(entry, dict) for value in entry.values())
+def state_load_rebuilds(state: Any) -> bool:
+    """Whether per-param state ({param: {key: value}}, a state_dict's or a snapshot's) holds what torch's
+    load_state_dict does not give back: a str, or a deque with a maxlen."""
+    return any(isinstance(value, str) or (isinstance(value, deque) and value.maxlen is not None)
+               for entry in state.values() if isinstance(entry, dict) for value in entry.values())
+
+
+def _per_param_pairs(saved: Any, loaded: Any) -> list[tuple[str, Any, Any]]:
+    """('state[i][key]', saved value, loaded value) for each per-param state entry of the saved state_dict."""
+    pairs = []
+    for index, entry in (saved.get("state", {}) if isinstance(saved, dict) else {}).items():
+        back = loaded.get("state", {}).get(index, {}) if isinstance(loaded, dict) else {}
+        for key, value in entry.items() if isinstance(entry, dict) else ():
+            pairs.append((f"state[{index!r}][{key!r}]", value, back.get(key)))
+    return pairs
 
 
 def strings_lost_on_load(saved: Any, loaded: Any) -> list[str]:
     """'state[i][key]: 'diag' came back as '<generator object ...>'' for each str in the saved state_dict's
     per-param state that the loaded optimizer's state_dict does not give back (`saved`, `loaded`: state_dicts)."""
-    lost = []
-    for index, entry in (saved.get("state", {}) if isinstance(saved, dict) else {}).items():
-        back = loaded.get("state", {}).get(index, {}) if isinstance(loaded, dict) else {}
-        for key, value in entry.items() if isinstance(entry, dict) else ():
-            if isinstance(value, str) and back.get(key) != value:
-                lost.append(f"state[{index!r}][{key!r}]: {value!r} came back as {str(back.get(key))[:60]!r}")
-    return lost
+    return [f"{where}: {value!r} came back as {str(back)[:60]!r}" for where, value, back in _per_param_pairs(saved, loaded)
+            if isinstance(value, str) and back != value]
 
 
 def strings_lost_diagnosis(case_id: str, lost: list[str]) -> str:
     return (f"{case_id}: torch's Optimizer.load_state_dict does not give back the optimizer's str state: "
-            f"{'; '.join(lost[:3])}{f' (and {len(lost) - 3} more)' if len(lost) > 3 else ''}. Its _cast (torch/optim/optimizer.py) takes a str "
+            f"{_first_three(lost)}. Its _cast (torch/optim/optimizer.py) takes a str "
             "for an Iterable and rebuilds it as str(generator), so a run that loads a checkpoint steps on that text: "
             "torch's doing (the optimizer can keep such a setting in its param groups, which load deep-copies)")
+
+
+def bounds_lost_on_load(saved: Any, loaded: Any) -> list[str]:
+    """'state[i][key]: a deque of maxlen 2 came back with maxlen None' for each bounded deque in the saved
+    state_dict's per-param state that the loaded optimizer's state_dict gives back with another bound."""
+    return [f"{where}: a deque of maxlen {value.maxlen} came back with maxlen {getattr(back, 'maxlen', None)}"
+            for where, value, back in _per_param_pairs(saved, loaded)
+            if isinstance(value, deque) and value.maxlen is not None and getattr(back, "maxlen", None) != value.maxlen]
+
+
+def bounds_lost_diagnosis(case_id: str, lost: list[str]) -> str:
+    return (f"{case_id}: torch's Optimizer.load_state_dict does not give back the bound of the optimizer's deque state: "
+            f"{_first_three(lost)}. Its _cast (torch/optim/optimizer.py) rebuilds an Iterable as type(value)(generator), "
+            "which drops a deque's maxlen, so after a checkpoint is loaded the deque grows past its bound and the steps "
+            "differ from a run that never loaded: torch's doing (the optimizer can trim the deque itself, or restore "
+            "its maxlen in a load_state_dict post hook)")
+
+
+def state_lost_on_load(case_id: str, saved: Any, loaded: Any) -> tuple[str, str] | None:
+    """(diagnosis, root cause) where torch's load_state_dict did not give back the saved state's str values or
+    deque bounds; None where it gave back both."""
+    if lost := strings_lost_on_load(saved, loaded):
+        return strings_lost_diagnosis(case_id, lost), STRINGS_LOST
+    if lost := bounds_lost_on_load(saved, loaded):
+        return bounds_lost_diagnosis(case_id, lost), BOUNDS_LOST
+    return None
+
+
+def _first_three(lost: list[str]) -> str:
+    return f"{'; '.join(lost[:3])}{f' (and {len(lost) - 3} more)' if len(lost) > 3 else ''}"
 
 
 def cast_on_load(dtype: str, problems: list[str]) -> list[str]:
