@@ -860,3 +860,17 @@ def test_a_frame_dynamo_gave_up_on_is_named_where_no_graph_was_captured(tmp_path
     assert "not compiled" in message, message
     assert "dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after (one inside a loop): " \
            "Unsupported Tensor.item() call with capture_scalar_outputs=False" in message, message
+
+
+def test_init_holds_back_what_the_optimizer_prints_and_says_so_in_one_line(tmp_path, capsys):
+    """sky-optimizer prints a nine-line banner at every construction: init's probes printed it four
+    thousand lines deep, and with `-o -` it would have been written into the spec on stdout."""
+    from pytest_optimtest.cases import project_registry
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:BannerSGD", Path("-")) == 0
+    out, err = capsys.readouterr()
+    assert "revolutionary" not in out and out.startswith("# Starter spec for planted_unseen.BannerSGD"), out[:500]
+    (tmp_path / "spec.yaml").write_text(out)
+    project_registry(tmp_path).load_spec(tmp_path / "spec.yaml")  # stdout is the spec alone: it loads
+    assert err.count("\n") == 1 and "note: the optimizer printed" in err and "'BannerSGD initialized'" in err, err

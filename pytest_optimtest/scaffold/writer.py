@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import io
 import re
 import sys
 from pathlib import Path
@@ -230,8 +231,10 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     from ..cases import project_registry
     from ..spec import SpecError
 
+    printed = io.StringIO()
     try:
-        filename, text = starter_spec(optimizer)
+        with _held(printed):
+            filename, text = starter_spec(optimizer)
     except (ImportError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -239,6 +242,8 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         print(f"error: init could not probe {optimizer}: {one_line(exc)} (please report it to pytest-optimtest "
               "with the optimizer's package)", file=sys.stderr)
         return 1
+    finally:
+        _say_printed(printed)
     if output is not None and str(output) == "-":
         sys.stdout.write(text)
         return 0
@@ -261,8 +266,10 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     # a CUDA-only spec's: none here; nor a case whose skip says its runs cannot be done (a step past PROBE_SECONDS)
     runnable = next((case for case in cases if unavailable_reason(case.device) is None and hasattr(case, "checks")
                      and set(case.checks) - set(case.skip)), None)
-    seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
-    refuted = _claims_refuted(project_registry(path), runnable) if runnable is not None else {}
+    with _held(printed):
+        seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
+        refuted = _claims_refuted(project_registry(path), runnable) if runnable is not None else {}
+    _say_printed(printed)
     for law, saw in refuted.items():  # a claim init proposed and saw broken is the user's to make, not init's
         commented = f"  # {law}: true  # uncomment if it claims this: init saw it broken on its first case: {saw}"
         text = re.sub(rf"^  {law}: true  #.*$", commented.replace("\\", "\\\\"), text, flags=re.MULTILINE)
@@ -272,3 +279,23 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
     print(f"wrote {path}: {len(cases)} cases" + (f"; {failed} law(s) on by default failed on its first case "
                                                  "(commented at the end)" if seen else ""))
     return 0
+
+
+@contextlib.contextmanager
+def _held(printed: io.StringIO) -> Any:
+    """What the optimizer prints while init constructs and steps it, held back: dozens of probes
+    would repeat a banner in every one (sky-optimizer's, nine lines a construction), and with
+    `-o -` it would land in the spec written to stdout."""
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        yield
+
+
+def _say_printed(printed: io.StringIO) -> None:
+    """One line saying how much the optimizer printed while probed, its first line quoted; then forgotten."""
+    lines = printed.getvalue().splitlines()
+    if lines:
+        first = next((line.strip() for line in lines if line.strip()), "")
+        print(f"note: the optimizer printed {len(lines)} line(s) while init probed it, not shown (the first: "
+              f"{first[:120]!r})", file=sys.stderr)
+    printed.seek(0)
+    printed.truncate()
