@@ -16,8 +16,9 @@ import inspect
 import io
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
@@ -228,28 +229,35 @@ def _case_name(text: str, taken: set[str]) -> str:
 
 
 def write_starter_spec(optimizer: str, output: Path | None) -> int:
+    """Write the starter spec of `optimizer` to `output` (stdout for "-"); 0 on success. What the optimizer
+    prints while init constructs and steps it is held back and said in one line at the end."""
+    out, err, printed = sys.stdout, sys.stderr, io.StringIO()
+    try:
+        with _held(printed):
+            return _write_starter_spec(optimizer, output, out, err)
+    finally:
+        _say_printed(printed, err)
+
+
+def _write_starter_spec(optimizer: str, output: Path | None, out: TextIO, err: TextIO) -> int:
     from ..cases import project_registry
     from ..spec import SpecError
 
-    printed = io.StringIO()
     try:
-        with _held(printed):
-            filename, text = starter_spec(optimizer)
+        filename, text = starter_spec(optimizer)
     except (ImportError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=err)
         return 1
     except Exception as exc:  # a probe that met what it did not foresee: said in a line, never a traceback
         print(f"error: init could not probe {optimizer}: {one_line(exc)} (please report it to pytest-optimtest "
-              "with the optimizer's package)", file=sys.stderr)
+              "with the optimizer's package)", file=err)
         return 1
-    finally:
-        _say_printed(printed)
     if output is not None and str(output) == "-":
-        sys.stdout.write(text)
+        out.write(text)
         return 0
     path = output or Path(filename)
     if path.exists():
-        print(f"error: {path} exists; pass -o to write elsewhere", file=sys.stderr)
+        print(f"error: {path} exists; pass -o to write elsewhere", file=err)
         return 1
     text = text.replace(f"--optim-spec {filename} ", f"--optim-spec {path} ")  # the "Run it" line names the file written
     path.write_text(text)
@@ -257,19 +265,17 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         spec, locator = project_registry(path).load_spec(path)
         missing = missing_requirements(spec)
         if missing:  # what init could not import, the user installs: until then every item skips saying so
-            print(f"wrote {path}: it {missing}, so its items skip until it is installed")
+            print(f"wrote {path}: it {missing}, so its items skip until it is installed", file=out)
             return 0
         cases = project_registry(path).expand(spec, locator)
     except SpecError as exc:  # a constructor that rejects a flipped flag: say which, keep the file to edit
-        print(f"wrote {path}, but it does not validate yet: {exc}", file=sys.stderr)
+        print(f"wrote {path}, but it does not validate yet: {exc}", file=err)
         return 1
     # a CUDA-only spec's: none here; nor a case whose skip says its runs cannot be done (a step past PROBE_SECONDS)
     runnable = next((case for case in cases if unavailable_reason(case.device) is None and hasattr(case, "checks")
                      and set(case.checks) - set(case.skip)), None)
-    with _held(printed):
-        seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
-        refuted = _claims_refuted(project_registry(path), runnable) if runnable is not None else {}
-    _say_printed(printed)
+    seen = _laws_on_by_default_failing(project_registry(path), runnable) if runnable is not None else []
+    refuted = _claims_refuted(project_registry(path), runnable) if runnable is not None else {}
     for law, saw in refuted.items():  # a claim init proposed and saw broken is the user's to make, not init's
         commented = f"  # {law}: true  # uncomment if it claims this: init saw it broken on its first case: {saw}"
         text = re.sub(rf"^  {law}: true  #.*$", commented.replace("\\", "\\\\"), text, flags=re.MULTILINE)
@@ -277,12 +283,12 @@ def write_starter_spec(optimizer: str, output: Path | None) -> int:
         path.write_text(text + "\n".join(seen) + ("\n" if seen else ""))
     failed = sum(line.startswith("  #   ") for line in seen)
     print(f"wrote {path}: {len(cases)} cases" + (f"; {failed} law(s) on by default failed on its first case "
-                                                 "(commented at the end)" if seen else ""))
+                                                 "(commented at the end)" if seen else ""), file=out)
     return 0
 
 
 @contextlib.contextmanager
-def _held(printed: io.StringIO) -> Any:
+def _held(printed: io.StringIO) -> Iterator[None]:
     """What the optimizer prints while init constructs and steps it, held back: dozens of probes
     would repeat a banner in every one (sky-optimizer's, nine lines a construction), and with
     `-o -` it would land in the spec written to stdout."""
@@ -290,12 +296,10 @@ def _held(printed: io.StringIO) -> Any:
         yield
 
 
-def _say_printed(printed: io.StringIO) -> None:
-    """One line saying how much the optimizer printed while probed, its first line quoted; then forgotten."""
+def _say_printed(printed: io.StringIO, err: TextIO) -> None:
+    """One line on `err` saying how much the optimizer printed while probed, its first line quoted."""
     lines = printed.getvalue().splitlines()
     if lines:
         first = next((line.strip() for line in lines if line.strip()), "")
         print(f"note: the optimizer printed {len(lines)} line(s) while init probed it, not shown (the first: "
-              f"{first[:120]!r})", file=sys.stderr)
-    printed.seek(0)
-    printed.truncate()
+              f"{first[:120]!r})", file=err)
