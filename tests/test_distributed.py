@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import signal
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -243,6 +245,20 @@ def test_a_ranks_job_that_raises_is_told_with_its_line_and_whose_doing():
     # Lookahead's and Magma's DDP steps raised on the ranks: the failure was the ranks' logs, no owner
     assert re.search(r"rank 1 failed \(exit code 1\): its job raised KeyError: 'momentun'\n\s+raised at \S*planted\.py:\d+ in "
                      r"_update \(optimizer's doing\)", str(failed.value)), str(failed.value)
+    _assert_gone(failed.value.pids)
+
+
+def test_a_rank_that_fails_outside_its_job_says_whose_doing_not_the_optimizers(monkeypatch):
+    """A rank that died loading its job (an edit of the plugin's files mid-run: an ImportError in its own
+    checks) was red "the optimizer's, by this check's verdict"."""
+    ghost = types.ModuleType("ghost_module_of_this_process")
+    ghost.Payload = type("Payload", (), {"__module__": ghost.__name__})
+    monkeypatch.setitem(sys.modules, ghost.__name__, ghost)  # picklable here; the ranks cannot import it
+    pools = RankPools()
+    with pytest.raises(RankFailure) as failed:
+        pools.run(RankJob("planted:rank_pid", ghost.Payload(), 2, "gloo", 60))
+    assert re.search(r"rank \d failed \(exit code 1\): it raised outside its job, at \S*rank_worker\.py:\d+ in main: pytest-optimtest's "
+                     r"doing \(a bug of ours", str(failed.value)), str(failed.value)
     _assert_gone(failed.value.pids)
 
 

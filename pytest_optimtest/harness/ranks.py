@@ -138,7 +138,8 @@ class RankPool:
                 codes = self._codes_after(DEATH_GRACE_S)
                 then = [r for r, c in enumerate(codes) if c is not None and r not in failed]
                 _kill(self._procs)
-                raise RankFailure("\n".join([*(f"rank {r} failed ({_exit(codes[r], self.folder, r)}){_raised(outputs[r])}:\n"
+                raise RankFailure("\n".join([*(f"rank {r} failed ({_exit(codes[r], self.folder, r)})"
+                                               f"{_raised(outputs[r]) or _outside_job(self.folder, r)}:\n"
                                                f"{_tail(self.folder, r)}" for r in failed),
                                              *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s ({_exit(codes[r], self.folder, r)}):\n"
                                                f"{_tail(self.folder, r)}" for r in then)]), self.pids,
@@ -218,6 +219,21 @@ def _raised(output: Path) -> str:
     """What the rank's job raised and whose doing it is, as the rank wrote it beside its output."""
     told = output.with_suffix(".err")
     return f": its job raised {told.read_text(errors='replace')}\n    its log" if told.exists() else ""
+
+
+def _outside_job(folder: Path, rank: int) -> str:
+    """Whose doing a rank's Python exception outside its job is (joining the group, loading the job, the
+    plugin's own imports), by the innermost frame of the traceback it printed: never the optimizer's verdict."""
+    path = folder / f"rank{rank}.log"
+    frames = re.findall(r'File "(.+)", line (\d+), in (\S+)', path.read_text(errors="replace") if path.exists() else "")
+    owned = [(frame, file_owner(frame[0])) for frame in frames]
+    decided = [(frame, owner) for frame, owner in owned if owner != "python"]  # the standard library decides nothing
+    if not decided:
+        return ""
+    (filename, line, function), owner = decided[-1]
+    whose = {"pytest-optimtest": "pytest-optimtest's doing (a bug of ours: please report it with this case's spec)",
+             "optimizer": "the optimizer's doing"}.get(owner, "torch's doing")
+    return f": it raised outside its job, at {filename}:{line} in {function}: {whose}"
 
 
 def _cause(output: Path) -> str:
