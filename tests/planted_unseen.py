@@ -1639,3 +1639,14 @@ class BannerSGD(PlainSGD):
     def __init__(self, params, lr=0.1):
         super().__init__(params, lr)
         print("BannerSGD initialized\n  revolutionary")
+
+
+class DeprecatedOverloadSGD(PlainSGD):
+    """SGD written as optimizers were before torch 1.5: `p.add_(-lr, grad)`, an overload torch deprecated,
+    which eager runs with a warning and dynamo does not trace (Gradient-Centralization's, RAdam's, DiffGrad's)."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(-group["lr"], p.grad)

@@ -84,6 +84,7 @@ SPECS = {
     "f32norm": "optimizer: planted_unseen:Float32NormStateSGD\nkwargs: {lr: 0.1}\ndtypes: [bfloat16]\nchecks: [state_dict]\n"
                "recompile: {load_state_dict: 0}\n",
     "history": "optimizer: planted_unseen:HistorySGD\nkwargs: {lr: 0.1}\nchecks: [parity, state_dict, law_determinism]\n",
+    "deprecated": "optimizer: planted_unseen:DeprecatedOverloadSGD\nkwargs: {lr: 0.1}\nchecks: [parity, recompile]\n",
     "boundedhistory": "optimizer: planted_unseen:BoundedHistorySGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
@@ -152,6 +153,16 @@ def test_a_deque_bound_that_torchs_load_drops_is_one_red_of_torchs(session):
     assert "state[0]['history']: a deque of maxlen 1 came back with maxlen None" in failure, failure
     assert "drops a deque's maxlen" in failure and "torch's doing" in failure, failure
     assert "blocked by the same error in state_dict: torch's load_state_dict rebuilds a deque without its maxlen" in out
+
+
+def test_a_step_on_an_overload_torch_deprecated_is_one_red_that_names_it_and_the_fix(session):
+    out, _ = session  # Gradient-Centralization's, RAdam's, DiffGrad's `p.add_(-lr, grad)`: "captured no graph", no why
+    assert _outcome(out, "specs/deprecated.yaml::deprecatedoverloadsgd-default-cpu::parity") == "FAILED"
+    assert _outcome(out, "specs/deprecated.yaml::deprecatedoverloadsgd-default-cpu::recompile") == "SKIPPED"
+    failure = _failure(out, "specs/deprecated.yaml::deprecatedoverloadsgd-default-cpu::parity")
+    assert "the step calls add_(number, tensor...), an overload torch deprecated" in failure, failure
+    assert "the optimizer's doing (write add_(tensor..., alpha=number))" in failure, failure
+    assert "by this check's verdict" not in failure, failure
 
 
 def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent_too(session):

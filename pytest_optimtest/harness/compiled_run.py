@@ -96,6 +96,12 @@ class CompiledRun:
         TypeError the eager step never met, that it is torch's doing."""
         at = f" (at {self.break_sites[reason]})" if reason in self.break_sites else ""
         call = torch_api.fake_call_type_error(reason)
+        deprecated = torch_api.deprecated_overload_call(reason)
+        if deprecated is not None:
+            keyword = "value" if deprecated.startswith(("addcmul", "addcdiv")) else "alpha"
+            return (f"{torch_api.graph_break_summary(reason)}{at}: the step calls {deprecated}(number, tensor...), an overload "
+                    f"torch deprecated (eager warns \"This overload of {deprecated} is deprecated\") and dynamo does not trace: "
+                    f"the optimizer's doing (write {deprecated}(tensor..., {keyword}=number))")
         if call is None:
             return torch_api.graph_break_summary(reason) + at
         return (f"{reason.strip().splitlines()[0]}{at}: {call}; dynamo handed the op other types than the eager step, which "

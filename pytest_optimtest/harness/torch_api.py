@@ -232,6 +232,19 @@ def fake_call_type_error(reason: str) -> str | None:
     return (context.group(1) if context else "").strip() or "an op"
 
 
+# The overloads torch deprecated that take the number first (`p.add_(-lr, grad)`, `addcmul_(1 - beta, g, g)`):
+# eager warns "This overload of add_ is deprecated" and runs them; dynamo breaks the graph, its args unhandled.
+_DEPRECATED_OVERLOAD = re.compile(r"call_method TensorVariable\(\) (add_?|sub_?|addcmul_?|addcdiv_?) \[ConstantVariable\([^]]*?\), "
+                                  r"TensorVariable\(\)")
+
+
+def deprecated_overload_call(reason: str) -> str | None:
+    """Where a graph break's reason is dynamo's unhandled args for a number-first overload that torch deprecated,
+    the method's name ("add_"); else None."""
+    found = _DEPRECATED_OVERLOAD.search(reason) if "Unhandled args for method" in reason else None
+    return found.group(1) if found else None
+
+
 @contextlib.contextmanager
 def _recording_artifact(artifact: str, logger_name: str) -> Iterator[list[str]]:
     """The messages a TORCH_LOGS artifact logs inside the block, enabled for it alone."""
