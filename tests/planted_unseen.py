@@ -1650,3 +1650,17 @@ class DeprecatedOverloadSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(-group["lr"], p.grad)
+
+
+class WaitingSGD(PlainSGD):
+    """RAdam without its SGD phase (LiyuanLucasLiu's, `degenerated_to_sgd=False`): SGD that moves nothing for
+    its first four steps, while RAdam's variance estimate is unreliable. Correct."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    state = self.state[p]
+                    state["step"] = state.get("step", 0) + 1
+                    if state["step"] > 4:
+                        p.add_(p.grad, alpha=-group["lr"])

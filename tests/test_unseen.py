@@ -85,6 +85,7 @@ SPECS = {
                "recompile: {load_state_dict: 0}\n",
     "history": "optimizer: planted_unseen:HistorySGD\nkwargs: {lr: 0.1}\nchecks: [parity, state_dict, law_determinism]\n",
     "deprecated": "optimizer: planted_unseen:DeprecatedOverloadSGD\nkwargs: {lr: 0.1}\nchecks: [parity, recompile]\n",
+    "waiting": "optimizer: planted_unseen:WaitingSGD\nkwargs: {lr: 0.1}\nchecks: [parity, distributed, zero]\n",
     "boundedhistory": "optimizer: planted_unseen:BoundedHistorySGD\nkwargs: {lr: 0.1}\nchecks: [state_dict, zero]\n",
     "wrapper": "optimizer: planted_run_model:SharpnessAware\nclosure: [true]\nchecks: [parity, law_descent, law_untouched, state_dict, no_leak, fuzz_determinism]\n"
                "laws: {descent: true, untouched: true}\nfuzz: {determinism: {examples: 3}}\nkwargs: {base: {optimizer: torch.optim.SGD, kwargs: {lr: 0.01, momentum: 0.5}}}\n",
@@ -163,6 +164,17 @@ def test_a_step_on_an_overload_torch_deprecated_is_one_red_that_names_it_and_the
     assert "the step calls add_(number, tensor...), an overload torch deprecated" in failure, failure
     assert "the optimizer's doing (write add_(tensor..., alpha=number))" in failure, failure
     assert "by this check's verdict" not in failure, failure
+
+
+def test_a_step_that_waits_before_it_moves_is_given_the_steps_and_its_empty_first_trace_is_named(session):
+    out, report = session  # LiyuanLucasLiu's RAdam waits 4 steps: DDP and ZeRO were vacuous over 3, parity bare "no graph"
+    failure = _failure(out, "specs/waiting.yaml::waitingsgd-default-cpu::parity")
+    assert "torch.compile captured no graph of the step" in failure, failure
+    assert "torch's doing (dynamo): its eager step moved no param in 2 steps and moved them within 8 (it waits)" in failure, failure
+    assert "pytorch/pytorch#144820" in failure and "by this check's verdict" not in failure, failure
+    steps = {r["check"]: (r["outcome"], (r["evidence"] or {}).get("steps_compared")) for r in report["items"]
+             if r["case"] == "waitingsgd-default-cpu" and r["check"] != "parity"}
+    assert steps == {"distributed": ("passed", 8), "zero": ("passed", 8)}, steps  # the spec's 3 raised to the 8 it needed
 
 
 def test_a_step_that_never_calls_its_closure_is_one_red_closure_loss_not_descent_too(session):

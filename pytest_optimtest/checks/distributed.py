@@ -81,13 +81,13 @@ def check_distributed(case: Any, runs: Any) -> Verdict:
     if not ranks_disagree:  # DDP reduces grads in another order than one process: rounding a blow-up amplifies
         require_beyond_amplified_rounding(case.id, run.initial_params, [pair for pair, found in (
             ((run.eager, ddp), eager_ddp), ((ddp, run.compiled), compiled_ddp), ((run.eager, run.compiled), alone)) if found],
-            f"over {case.distributed.iterations} one-process eager train steps")
+            f"over {run.case.distributed.iterations} one-process eager train steps")
     sections = [
         (f"DDP {RANKS_DISAGREE}", ranks_disagree),
         ("eager DDP vs eager one-process", eager_ddp),
         ("compiled one-process vs DDP (in one process compiled equals eager: the difference shows only against DDP)", compiled_ddp),
     ]
-    _report(f"{case.id}: after {case.distributed.iterations} train steps on a global batch of "
+    _report(f"{case.id}: after {run.case.distributed.iterations} train steps on a global batch of "
             f"{case.distributed.batch} (DDP: {ws} {run.backend} ranks x {case.distributed.batch // ws}):", sections)
     if raised is not None:  # the compiled-step rung's red where the step alone raises compiled too, else this check's
         failure = runs.ladder(case).first_failure(COMPILED)
@@ -100,7 +100,7 @@ def check_distributed(case: Any, runs: Any) -> Verdict:
                       f"eager DDP on {ws} ranks matches one process")
     return Verdict(f"{len(ddp)} params equal: compiled train step ({run.graph_count} graphs, {len(run.graph_breaks)} "
                    f"break reasons), eager, and DDP on {ws} {run.backend} ranks ({run.seconds:.1f}s); moved {moved:.3g} tol",
-                   {"steps_compared": case.distributed.iterations, "world_size": ws, "graphs": run.graph_count,
+                   {"steps_compared": run.case.distributed.iterations, "world_size": ws, "graphs": run.graph_count,
                     "params": len(ddp), "moved_tolerances": round(moved, 3)})
 
 
@@ -134,13 +134,13 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     if not ranks_disagree:
         require_beyond_amplified_rounding(case.id, run.initial_params, [
             (result.params, result.zero_params) for result, (_, found) in zip(run.ranks, sharded) if found and result.zero_params is not None],
-            f"over {case.distributed.iterations} unsharded train steps")
+            f"over {run.case.distributed.iterations} unsharded train steps")
     sections = [(f"ZeRO {RANKS_DISAGREE}", ranks_disagree), *sharded]
     unsharded = run.ranks[0].state_dict
     loaded, refused = load_into_plain(case, run.ranks[0].zero_state_dict)
     sections.append(("consolidated state_dict into a plain optimizer", [refused] if refused else value_differences(
         "state", unsharded["state"], loaded["state"], tol, ("unsharded", "loaded"))))
-    header = f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {case.distributed.iterations} steps:"
+    header = f"{case.id}: ZeroRedundancyOptimizer over {ws} ranks, {run.case.distributed.iterations} steps:"
     lost = state_lost_on_load(case.id, run.ranks[0].zero_state_dict, loaded) if not refused else None
     if lost:  # torch's load, not ZeRO's sharding: the state_dict check's red
         raise KnownCause(*lost)
@@ -171,7 +171,7 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     entries = sum(len(s) for s in unsharded["state"].values())
     return Verdict(f"ZeRO params equal the unsharded optimizer's on {ws} ranks; consolidated state_dict "
                    f"({entries} state entries) loads into a plain optimizer and equals the unsharded state",
-                   {"steps_compared": case.distributed.iterations, "world_size": ws, "state_entries": entries,
+                   {"steps_compared": run.case.distributed.iterations, "world_size": ws, "state_entries": entries,
                     "moved_tolerances": round(moved, 3)})
 
 

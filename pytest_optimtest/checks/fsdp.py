@@ -122,7 +122,7 @@ def _differences(label: str, reference: Trained, other: Trained, tol: Tolerance,
 
 def check_fsdp(case: Any, runs: Any) -> Verdict:
     run = _run(case, runs)
-    section, tol, ws, steps = case.sections["fsdp"], _tolerance(case), run.world_size, case.distributed.iterations
+    section, tol, ws, steps = case.sections["fsdp"], _tolerance(case), run.world_size, run.case.distributed.iterations
     _raised(case, "the eager step over FSDP2-sharded (DTensor) params", run.eager)
     sharded_compiled, unserved = run.compiled, None
     if sharded_compiled is not None and sharded_compiled.error:
@@ -199,7 +199,7 @@ def check_checkpoint(case: Any, runs: Any) -> Verdict:
         raise Blocked(f"blocked by fsdp: {other_grads.splitlines()[0]}")
     if other_grads:
         raise AssertionError(f"{case.id}: the run saved on ranks cannot be compared: {other_grads}")
-    tol, steps, ws = _tolerance(case), case.distributed.iterations, run.world_size
+    tol, steps, ws = _tolerance(case), run.case.distributed.iterations, run.world_size
     # the run that never stopped is the sharded one: where it differs from one process (fsdp's red), a run
     # resumed at another world size differs from it for that reason, and only the state as loaded is compared
     sharded_apart = bool(_differences(f"sharded on {ws} ranks", run.reference, run.eager, tol))

@@ -96,6 +96,13 @@ class Ladder:
         """The params whose storage the eager steps replaced, as far as the eager rungs were climbed."""
         return self._eager.swapped if self._eager is not None else ()
 
+    def steps_before_moving(self) -> int:
+        """Where the case's eager step moved its params only after more steps than a case takes (RAdam without its
+        SGD phase waits 4 steps), the steps it was given to move (climbing the eager rungs); else 0."""
+        failure = self._eager_failure()
+        return self._eager.steps if failure is None and self._eager is not None and self._eager.steps > max(
+            self.case.steps, 2) else 0
+
     def _eager_failure(self) -> RungFailure | None:
         if self._eager is None:
             try:
@@ -119,11 +126,19 @@ class Ladder:
         why = run.not_compiled()
         if why:
             breaks = "\n    - ".join(run.break_lines()) or "none"
+            waited = self.steps_before_moving() if not run.graph_breaks and not run.frames_given_up else 0
             return RungFailure("graph_captured", why, error=AssertionError(
                 f"{self.case.id}: not compiled: {why}, so no compiled check of this case can say anything; dynamo's "
-                f"graph breaks:\n    - {breaks}"))
+                f"graph breaks:\n    - {breaks}" + (WAITED.format(steps=waited, short=max(self.case.steps, 2)) if waited else "")))
         mismatch = compiled_mismatch(run)
         return RungFailure("compiled_matches", mismatch.cause, error=mismatch, vacuous=mismatch.vacuous) if mismatch else None
+
+
+WAITED = ("\n  diagnosis: torch's doing (dynamo): its eager step moved no param in {short} steps and moved them within {steps} "
+          "(it waits), so the first compiled call traced no tensor operation, and dynamo does not trace a frame again "
+          "once a call of it traced none (pytorch/pytorch#144820): every later step ran eagerly, the moving ones too (compiled when first "
+          "called after the wait, the step captures its graph; a plain-torch reproducer: torch.compile(opt.step) "
+          "from the first step, under torch.no_grad(), then count torch._dynamo.utils.counters['stats'])")
 
 
 class CompiledMismatch(AssertionError):

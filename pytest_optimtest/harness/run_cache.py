@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -57,11 +58,19 @@ class RunCache:
 
     def distributed(self, case: Case) -> DistributedRun:
         """The N-rank DDP/ZeRO run and the one-process runs of `case` (distributed, zero)."""
-        return self._get("distributed", case, lambda c: run_distributed(c, self.rank_pools))
+        return self._get("distributed", case, lambda c: run_distributed(self._long_enough(c), self.rank_pools))
 
     def fsdp(self, case: Case) -> FsdpRun:
         """The FSDP2-sharded runs of `case` and its one-process reference (fsdp, checkpoint)."""
-        return self._get("fsdp", case, lambda c: run_fsdp(c, self.rank_pools))
+        return self._get("fsdp", case, lambda c: run_fsdp(self._long_enough(c), self.rank_pools))
+
+    def _long_enough(self, case: Case) -> Case:
+        """The case with as many train steps on ranks as its eager step needs to move its params (an optimizer that
+        waits before it moves): its spec's `distributed.iterations` would compare params that never moved."""
+        steps = self.ladder(case).steps_before_moving()
+        if steps <= case.distributed.iterations:
+            return case
+        return dataclasses.replace(case, distributed=case.distributed.model_copy(update={"iterations": steps}))
 
     def in_backward(self, case: Case, tied: bool = False, copies: int = 1) -> InBackwardRun:
         """The case's optimizer applied in backward beside its normally stepped twin (the in_backward checks)."""
