@@ -74,7 +74,7 @@ SPECS = {
     "ignoresclosure": "optimizer: planted:IgnoresClosureSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent, law_closure_loss, closure_graph_break]\n"
                       "laws: {descent: true}\n",
     "coupled": "optimizer: planted_unseen:GlobalNormSGD\nkwargs: {lr: 0.1}\nchecks: [law_late_joiners, zero]\n",
-    "flaginstate": "optimizer: planted_unseen:FlagInStateSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint]\n",
+    "flaginstate": "optimizer: planted_unseen:FlagInStateSGD\nkwargs: {lr: 0.1}\nchecks: [checkpoint, zero]\n",
     "caststate": "optimizer: planted_unseen:CastStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
@@ -235,6 +235,9 @@ def test_a_state_dict_entry_that_is_no_params_is_the_optimizers_doing_when_dcp_c
     out, _ = session  # DoG and LDoG: DCP's KeyError on '_first_step' read "torch's doing"
     assert _outcome(out, "specs/flaginstate.yaml::flaginstatesgd-default-cpu::checkpoint") == "FAILED"
     assert "FlagInStateSGD.state_dict() keeps '_first_step' under 'state'" in out and "the optimizer's doing" in out
+    # ZeRO's consolidation drops it (and this load raises for want of it): the same root cause, one red (madgrad_wd's 'k')
+    assert _outcome(out, "specs/flaginstate.yaml::flaginstatesgd-default-cpu::zero") == "SKIPPED"
+    assert "blocked by the same error in checkpoint: its state_dict keeps entries under 'state' that are no param's" in out
 
 
 def test_a_step_without_a_closure_parameter_is_not_applicable_to_closure_cases(session):

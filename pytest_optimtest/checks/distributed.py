@@ -12,7 +12,7 @@ from ..harness.diagnosis import STATE_CAST, STATE_CAST_ON_LOAD, cast_on_load, st
 from ..harness.vacuity import Blocked, Vacuous, require_beyond_amplified_rounding, require_moved
 from ..harness.distributed_run import DistributedRun, load_into_plain, unavailable_reason, zero_takes
 from ..harness.param_forms import form_name
-from ..harness.state_dict_layout import FOREIGN_LAYOUT
+from ..harness.state_dict_layout import FOREIGN_LAYOUT, UNKEYED_STATE, layout_of
 from ..spec.values import resolve
 from ..spec.schema import Tolerance
 from ..harness.ladder import COMPILED, MOVES
@@ -145,6 +145,13 @@ def check_zero(case: Any, runs: Any) -> Verdict:
     if lost:  # torch's load, not ZeRO's sharding: the state_dict check's red
         raise KnownCause(*lost)
     consolidated = sections[-1][1]
+    unkeyed = layout_of(unsharded).unkeyed  # ZeRO consolidates one entry a param: the others are dropped, or their
+    if unkeyed and consolidated and all(any(repr(k) in problem for k in unkeyed) for problem in consolidated) \
+            and not any(problems for _, problems in sections[:-1]):  # load raises for want of them (DoG's '_first_step')
+        raise KnownCause(f"{header}\n  consolidated state_dict into a plain optimizer: " + "; ".join(consolidated)
+                         + f"\n  diagnosis: {resolve(case.optimizer).__name__}.state_dict() keeps "
+                         f"{', '.join(map(repr, unkeyed))} under 'state', and ZeRO consolidates one entry per param, keyed "
+                         f"by its index: {UNKEYED_STATE}", UNKEYED_STATE)
     cast = cast_on_load(case.dtype, consolidated)
     if cast and cast == consolidated and not any(problems for _, problems in sections[:-1]):  # the cast alone: state_dict's cause
         _report(header, sections, STATE_CAST_ON_LOAD, STATE_CAST)

@@ -34,7 +34,7 @@ from .isolation import isolated_case
 from .rank_compile import rank_ordered_inductor
 from .ranks import RankJob, RankPools, run_ranks
 from .snapshot import SEQUENCES, SIMPLE, frozen_tensor, per_param_state, rebuilt, snapshot, tensors_in
-from .state_dict_layout import FOREIGN_LAYOUT, foreign_layout, state_dict_layout
+from .state_dict_layout import FOREIGN_LAYOUT, UNKEYED_STATE, foreign_layout, state_dict_layout
 
 
 @dataclass
@@ -209,9 +209,11 @@ def _train_sharded(case: Case, payload: _Train, rank: int, world_size: int) -> T
             torch_api.dcp_save(model, optimizer, payload.checkpoint)
         except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict; the train run stands
             foreign = foreign_layout(optimizer)  # DCP reads 'state' and 'param_groups' first: a KeyError, "torch's"
-            trained.save_error = (_unkeyed_state(optimizer, exc) or _described(exc) if not foreign else
+            unkeyed = _unkeyed_state(optimizer, exc) if not foreign else None
+            trained.save_error = (unkeyed or _described(exc) if not foreign else
                                   f"{one_line(exc)}, raised in torch.distributed.checkpoint reading it\n  diagnosis: {foreign}")
-            trained.save_cause, trained.save_root_cause = (FOREIGN_LAYOUT, FOREIGN_LAYOUT) if foreign else _save_cause(exc)
+            trained.save_cause, trained.save_root_cause = ((FOREIGN_LAYOUT, FOREIGN_LAYOUT) if foreign else
+                                                           (UNKEYED_STATE, UNKEYED_STATE) if unkeyed else _save_cause(exc))
             return trained
         trained.after_save = _trained(model, optimizer, scheduler)  # DCP steps an optimizer whose state is empty
         _train(case, model, optimizer, step, scheduler, payload.batches[iterations:], first=iterations)

@@ -45,6 +45,10 @@ FOREIGN_LAYOUT = ("its state_dict is not torch.optim's {'state', 'param_groups'}
                   "torch.distributed.checkpoint read: the optimizer's doing")
 
 
+UNKEYED_STATE = ("its state_dict keeps entries under 'state' that are no param's, where torch.optim keeps one entry "
+                 "per param, keyed by its index: the optimizer's doing")  # DCP's and ZeRO's red: one root cause
+
+
 def foreign_layout(optimizer: Any) -> str:
     """What the optimizer's state_dict holds where it is not torch.optim's layout (Magma's, Lookahead's:
     {'optimizer', 'lookahead', ...}), with FOREIGN_LAYOUT, the root cause ZeRO and DCP share; else ''."""
