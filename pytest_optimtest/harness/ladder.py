@@ -100,8 +100,7 @@ class Ladder:
         """Where the case's eager step moved its params only after more steps than a case takes (RAdam without its
         SGD phase waits 4 steps), the steps it was given to move (climbing the eager rungs); else 0."""
         failure = self._eager_failure()
-        return self._eager.steps if failure is None and self._eager is not None and self._eager.steps > max(
-            self.case.steps, 2) else 0
+        return self._eager.steps if failure is None and self._eager is not None and self._eager.steps > _short(self.case) else 0
 
     def _eager_failure(self) -> RungFailure | None:
         if self._eager is None:
@@ -129,7 +128,7 @@ class Ladder:
             waited = self.steps_before_moving() if not run.graph_breaks and not run.frames_given_up else 0
             return RungFailure("graph_captured", why, error=AssertionError(
                 f"{self.case.id}: not compiled: {why}, so no compiled check of this case can say anything; dynamo's "
-                f"graph breaks:\n    - {breaks}" + (WAITED.format(steps=waited, short=max(self.case.steps, 2)) if waited else "")))
+                f"graph breaks:\n    - {breaks}" + (WAITED.format(steps=waited, short=_short(self.case)) if waited else "")))
         mismatch = compiled_mismatch(run)
         return RungFailure("compiled_matches", mismatch.cause, error=mismatch, vacuous=mismatch.vacuous) if mismatch else None
 
@@ -189,12 +188,17 @@ def steppable(cases: Any, runs: RunCache, property_id: str) -> list[Any]:
     return kept
 
 
+def _short(case: Any) -> int:
+    """The steps the eager rungs first give a case's step to move its params."""
+    return max(case.steps, 2)
+
+
 def probe_eager(case: Any) -> EagerProbe:
     """Construct the case's optimizer and take its steps eagerly (a closure where the case has one
     and the step takes one): the first rung that fails, if any."""
     if not getattr(torch, case.dtype).is_floating_point:  # complex cases are the complex law's, over its own params
         return EagerProbe(None, 0)
-    short = max(case.steps, 2)
+    short = _short(case)
     # a step that waits before it moves (eve's RAdam without its SGD phase: 5 steps) is given as many
     # as the compiled run's default warm-up and steady steps take before it is called unmoved
     for steps in dict.fromkeys((short, max(short, SETTLE_STEPS + STEADY_STEPS))):
