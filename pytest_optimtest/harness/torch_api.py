@@ -295,11 +295,16 @@ def _recompile_limits(limit: int, accumulated: int, fail: bool = False) -> conte
     import torch._dynamo.config as dynamo_config
 
     if not hasattr(dynamo_config, "recompile_limit"):  # torch 2.6: the cache_size names, and no raise on hitting one
-        return dynamo_config.patch(cache_size_limit=limit, accumulated_cache_size_limit=accumulated)
+        return _patched(dynamo_config, cache_size_limit=limit, accumulated_cache_size_limit=accumulated)
     settings: dict[str, Any] = {"recompile_limit": limit, "accumulated_recompile_limit": accumulated}
     if fail:
         settings["fail_on_recompile_limit_hit"] = True
-    return dynamo_config.patch(settings)
+    return _patched(dynamo_config, **settings)
+
+
+def _patched(config_module: Any, **settings: Any) -> contextlib.AbstractContextManager:
+    """A torch config module's `patch` (torch 2.6's modules declare no `patch` to a type checker)."""
+    return config_module.patch(**settings)
 
 
 def is_recompile_limit_error(exc: BaseException) -> bool:
@@ -372,7 +377,7 @@ def compile_cache_hits() -> int:
 def inductor_config(**options: Any) -> contextlib.AbstractContextManager:
     import torch._inductor.config
 
-    return torch._inductor.config.patch(options)
+    return _patched(torch._inductor.config, **options)
 
 
 @contextlib.contextmanager
