@@ -3,6 +3,7 @@ serially over planted optimizers."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import textwrap
@@ -14,8 +15,20 @@ from warm import run_pytest, run_pytest_in
 
 from pytest_optimtest.checks import CHECKS
 from pytest_optimtest.harness.run_cache import RunCache
-from pytest_optimtest.harness.torch_api import torch_version
+from pytest_optimtest.harness.torch_api import fsdp2_runs_on_cpu, guard_failures, recording_recompiles, torch_version
 from pytest_optimtest.spec import Case
+
+
+needs_fsdp2_on_cpu = pytest.mark.skipif(
+    not fsdp2_runs_on_cpu(), reason=f"torch {torch_version()}'s FSDP2 cannot shard on CPU (torch.cpu.Stream records no "
+    "events), so the plugin skips fsdp and checkpoint saying so (test_production's test_a_torch_whose_cpu_stream_records_no_"
+    "events_skips_fsdp_saying_why) and what this test is about does not arise")
+
+
+def torch_before(release: str) -> bool:
+    """Whether the installed torch is older than `release` ('2.13'): for behaviour of torch's that the suite has
+    seen change between the floor (2.6) and that release, on the releases the suite is run on."""
+    return tuple(map(int, torch_version().split("."))) < tuple(map(int, release.split(".")))
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
@@ -79,3 +92,20 @@ def dynamo_writes_capturable(optimizer_cls: Any) -> bool:
     optimizer = optimizer_cls([param], lr=0.01)
     torch.compile(optimizer.step)()
     return "capturable" in optimizer.param_groups[0]
+
+
+@functools.cache
+def guard_failures_name_their_line() -> bool:
+    """Whether the installed torch's dynamo ends a failed guard with the source line that made it (`len(d) == 1
+    # return x * len(d)  # helpers.py:N`): 2.13's does, 2.6's names the guard alone. Probed once, in this file."""
+    import torch
+
+    def scaled(x: torch.Tensor, d: dict) -> torch.Tensor:
+        return x * len(d)
+
+    compiled = torch.compile(scaled, backend="eager")
+    with recording_recompiles() as messages:
+        compiled(torch.ones(2), {"a": 1})
+        compiled(torch.ones(2), {"a": 1, "b": 2})
+    torch._dynamo.reset()
+    return any("helpers.py:" in line for message in messages for line in guard_failures(message))

@@ -42,7 +42,9 @@ def test_downstream_example_project_passes_with_its_fixtures_and_own_check(pytes
     # tests/: 3 tests (one parametrized over one case); specs/: parity, kernel_count, recompile and
     # bounded_update on two cases, minus momentum's parity (xfailed: a torch bug) and its
     # bounded_update (skipped: its prerequisite parity did not pass).
-    result.assert_outcomes(passed=3 + 6, xfailed=1, skipped=1)
+    # On a torch the spec records no kernel counts for, its two kernel_count items skip saying so.
+    unrecorded = 0 if f'"{torch_version()}": {{cpu:' in (ROOT / "examples" / "downstream" / "specs" / "signsgd.yaml").read_text() else 2
+    result.assert_outcomes(passed=3 + 6 - unrecorded, xfailed=1, skipped=1 + unrecorded)
     result.stdout.fnmatch_lines(["*prerequisite 'parity' did not pass*"])
 
 
@@ -379,6 +381,9 @@ def test_a_step_that_breaks_the_graph_gets_a_parity_verdict_and_an_honest_graph_
                                            "checkpoint or compile_time)", "--deselect", "skipzero.yaml::skipzerogradsgd-default-cpu::zero",
                                            "-p", "no:randomly", "-rA")
     failed = [line for line in result.stdout.lines if line.startswith("FAILED")]
+    if "SpeculationLog diverged" in result.stdout.str():  # torch 2.6's dynamo asserts retracing none_grads's step: its red, torch's
+        result.stdout.fnmatch_lines(["torch raised it, at *torch/_dynamo/*", "AssertionError: ", "SpeculationLog diverged at index 0*"])
+        failed = [line for line in failed if "::none_grads" not in line]
     assert failed and all("::graph_breaks" in line for line in failed), result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["PASSED *skipzerogradsgd-default-cpu::parity*"])
     result.stdout.fnmatch_lines(["*: 1 graph breaks compiling the step, the spec declares 0*"])

@@ -4,7 +4,7 @@ shards badly. What torch's own APIs refuse them is said once, at the spec or as 
 from __future__ import annotations
 
 import pytest
-from helpers import cases_from, one_case
+from helpers import cases_from, needs_fsdp2_on_cpu, one_case
 
 from pytest_optimtest.checks import CHECKS, NotApplicable, Verdict
 from pytest_optimtest.harness.run_cache import RunCache
@@ -39,6 +39,7 @@ def test_a_state_dict_round_trip_is_not_applicable_to_an_optimizer_without_one(t
         CHECKS["state_dict"].run(case, RunCache())
 
 
+@needs_fsdp2_on_cpu
 def test_a_sharded_run_that_differs_from_one_process_is_fsdps_red_not_checkpoints(tmp_path):
     case = one_case(tmp_path, "optimizer: planted_unseen:ShardNormSGD\nkwargs: {lr: 0.01}\nchecks: [fsdp, checkpoint]\n"
                               "fsdp: {compiled: false}\n")

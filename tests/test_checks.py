@@ -9,7 +9,6 @@ import torch
 from helpers import failure_of, one_case, run_check
 
 from pytest_optimtest.checks import CHECKS, NotApplicable, Vacuous
-from pytest_optimtest.harness import torch_api
 from pytest_optimtest.harness.compiled_run import run_compiled
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.snapshot import unsaved_generators
@@ -69,15 +68,16 @@ def test_step_that_never_compiles_is_reported_not_compiled(tmp_path):
     with pytest.raises(AssertionError, match="not compiled: torch.compile captured no graph") as info:
         run("parity", case_for(tmp_path, optimizer="planted:NeverCompiled", extra="closure: [true]"))
     breaks = str(info.value).split("graph breaks: ")[1]
-    assert "torch.compiler.disable" in breaks  # the step's own
+    assert "disable" in breaks  # the step's own (2.13: "`torch.compiler.disable()`d function"; 2.6: "torch._dynamo.disable()")
     assert "zero_grad" not in breaks and "backward" not in breaks  # the plugin's closure's: not the step's
 
 
 def test_a_closure_cases_graph_breaks_are_the_steps_own(tmp_path):
     run = run_compiled(case_for(tmp_path, optimizer="planted:PrintingSGD", extra="closure: [true]"))
     assert run.closure.graphs and run.step_graph_count
-    assert [torch_api.graph_break_summary(reason).split(" Hint")[0] for reason in run.graph_breaks] == [
-        "Failed to trace builtin operator"], run.break_lines()  # print's; not the closure's zero_grad, backward nor call
+    # print's alone (its wording is dynamo's, and differs by release); not the closure's zero_grad, backward nor call
+    [only] = run.break_lines()
+    assert "print" in only and "planted.py:74)" in only, only
 
 
 def test_a_closure_frame_dynamo_gives_up_on_is_not_the_steps(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import cases_from, one_case, run_planted_spec
+from helpers import cases_from, needs_fsdp2_on_cpu, one_case, run_planted_spec
 from warm import run_pytest
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
@@ -179,6 +179,7 @@ def test_a_state_dict_zero_cannot_consolidate_is_zeros_one_red_said_the_optimize
     assert "(torch's doing)" not in message  # ZeRO's frame raised the KeyError, over the optimizer's state_dict
 
 
+@needs_fsdp2_on_cpu
 def test_a_state_dict_zero_and_dcp_cannot_read_is_one_red_said_the_optimizers(pytester):
     """Lookahead's state_dict is {'optimizer', 'lookahead', ...}: ZeRO's KeyError 'param_groups' and DCP's
     KeyError 'state' (which DCP's red called torch's doing) are one root cause, the optimizer's."""

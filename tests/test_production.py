@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from helpers import cases_from, failure_of, one_case, run_check, run_planted_spec
+from helpers import cases_from, failure_of, needs_fsdp2_on_cpu, one_case, run_check, run_planted_spec
 from planted_unseen import GradAttributeSGD
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
@@ -131,6 +131,7 @@ def _fsdp(optimizer: str, section: str = "{}", checks: str = "[fsdp, checkpoint]
     return f"optimizer: {optimizer}\nkwargs: {{lr: 0.05}}\nfsdp: {section}\nchecks: {checks}\n"
 
 
+@needs_fsdp2_on_cpu
 def test_adam_with_a_tensor_lr_resumes_at_one_process_and_at_two_ranks(tmp_path):
     case = one_case(tmp_path, "optimizer: torch.optim.Adam\nkwargs: {lr: {tensor: 0.01}}\n"
                               "fsdp: {load_world_sizes: [1, 2], recompiles: 0}\nchecks: [fsdp, checkpoint]\n")
@@ -142,6 +143,7 @@ def test_adam_with_a_tensor_lr_resumes_at_one_process_and_at_two_ranks(tmp_path)
     runs.close()
 
 
+@needs_fsdp2_on_cpu
 def test_a_global_norm_summed_per_shard_passes_whole_and_fails_sharded(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:LocalNormSGD", checks="[parity, fsdp]"))
     assert "equal" in run_check("parity", case)
@@ -149,6 +151,7 @@ def test_a_global_norm_summed_per_shard_passes_whole_and_fails_sharded(tmp_path)
     assert "eager sharded: param['0.weight']" in message and "2 gloo ranks" in message
 
 
+@needs_fsdp2_on_cpu
 def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp]"))
     message = failure_of("fsdp", case)
@@ -156,6 +159,7 @@ def test_an_optimizer_that_cannot_take_dtensor_params_fails_with_its_own_line(tm
     assert "planted_production.py" in message and "(optimizer's doing)" in message
 
 
+@needs_fsdp2_on_cpu
 def test_an_optimizer_that_takes_its_mesh_gets_fsdps_where_the_spec_asks_and_is_skipped_saying_so_where_not(tmp_path):
     """microsoft/dion's optimizers refuse DTensor params unless constructed with the mesh they are sharded over:
     fsdp was red ("Must create optimizer with DeviceMesh"), the optimizer's doing, where no spec could give it."""
@@ -182,6 +186,7 @@ def test_init_gives_fsdps_mesh_to_the_one_argument_that_takes_a_mesh_and_the_spe
     assert cases_from(tmp_path, text)
 
 
+@needs_fsdp2_on_cpu
 def test_an_argument_that_takes_a_process_group_gets_the_meshs_group_from_init_and_fsdp_passes(tmp_path):
     """Adams_ZeRO's `process_group: ProcessGroup | None`: init gave it `{device_mesh: fsdp}`, a DeviceMesh, and
     fsdp was red "Group DeviceMesh(...) is not registered", called torch's doing."""
@@ -203,6 +208,7 @@ def test_a_device_mesh_value_names_only_fsdps_mesh(tmp_path, value):
         cases_from(tmp_path, path.read_text())
 
 
+@needs_fsdp2_on_cpu
 def test_a_sharded_step_that_raises_is_fsdps_one_red_and_blocks_checkpoint(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:NumpySGD", checks="[fsdp, checkpoint]"))
     runs = RunCache()
@@ -211,6 +217,7 @@ def test_a_sharded_step_that_raises_is_fsdps_one_red_and_blocks_checkpoint(tmp_p
         run_check("checkpoint", case, runs)
 
 
+@needs_fsdp2_on_cpu
 def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:LateStateSGD", "{compiled: false}"))
     runs = RunCache()
@@ -220,6 +227,7 @@ def test_a_state_key_made_after_the_first_step_is_dropped_by_a_dcp_reload(tmp_pa
     assert "Create every state key on the first step" in message
 
 
+@needs_fsdp2_on_cpu
 def test_a_save_that_steps_a_stateless_optimizer_is_dcps_doing_and_one_red(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:GroupCountingSGD", "{compiled: false}"))
     runs = RunCache()
@@ -230,6 +238,7 @@ def test_a_save_that_steps_a_stateless_optimizer_is_dcps_doing_and_one_red(tmp_p
     assert "right after loading" not in message and "resumed at" not in message  # loads as saved, resumes as never stopped
 
 
+@needs_fsdp2_on_cpu
 def test_a_save_that_steps_a_stateless_optimizer_reading_partial_norms_is_still_dcps_doing(tmp_path):
     """thermoclaw's EPTOv5: the save's step changed what it saved, and the red's root cause was "its step
     reads numbers off partial DTensors", which change the groups but not what a save does."""
@@ -246,6 +255,7 @@ def test_a_save_that_steps_a_stateless_optimizer_reading_partial_norms_is_still_
     assert not (isinstance(info.value, KnownCause) and info.value.mechanism == PARTIAL_READS), str(info.value)
 
 
+@needs_fsdp2_on_cpu
 def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
     """AdaBayes divides by lr: DCP's load at one process steps at lr 0 to create state, and so does the
     param_groups law's zero-lr group; one root cause, one red, the other item blocked by it."""
@@ -258,6 +268,7 @@ def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
     assert re.search(r"loading at one process \(whole params\) raised.*ZeroDivisionError", alone), alone
 
 
+@needs_fsdp2_on_cpu
 def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:ConstructorSeedMomentumSGD", "{compiled: false}"))
     message = failure_of("checkpoint", case)
@@ -266,6 +277,7 @@ def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_pat
     assert "Create every state key on the first step" not in message
 
 
+@needs_fsdp2_on_cpu
 def test_state_made_for_one_param_before_any_step_is_the_optimizers_doing_where_dcps_strict_load_raises(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:FirstParamStateSGD", "{compiled: false}"))
     message = failure_of("checkpoint", case)  # GPAAdamW: this red said "torch's doing"
@@ -274,6 +286,7 @@ def test_state_made_for_one_param_before_any_step_is_the_optimizers_doing_where_
     assert "the optimizer's doing: it holds state before its first step (0.weight: calls)" in message
 
 
+@needs_fsdp2_on_cpu
 def test_state_kept_as_a_state_tensors_grad_is_named_where_a_dcp_resume_differs(tmp_path):
     """adancfgd's AdaFGD keeps the last grad as `state['param_prev'].grad`: DCP saves values, not attributes, so
     the resumed run steps with the grad its load-time init step left (zeros), a red that said no why."""
@@ -300,6 +313,7 @@ def test_tensor_attributes_names_a_state_tensors_grad_and_python_attributes_only
 
 # The crash is seen when rank 1 exits, so its timeout only bounds a slow start: 15 s was not enough under a
 # loaded suite on torch 2.15 (both ranks still starting); the hang waits out its timeout whatever the load.
+@needs_fsdp2_on_cpu
 @pytest.mark.parametrize("optimizer, timeout_s, says", [("CrashOnRank1", 120, r"rank 1 failed \(exit code 3\)"),
                                                         ("HangOnRank1", 15, r"did not finish within 15s")])
 def test_a_crashed_or_hung_rank_fails_the_fsdp_item_and_leaves_no_process(tmp_path, optimizer, timeout_s, says):
@@ -311,6 +325,7 @@ def test_a_crashed_or_hung_rank_fails_the_fsdp_item_and_leaves_no_process(tmp_pa
             os.kill(pid, 0)
 
 
+@needs_fsdp2_on_cpu
 def test_gradients_fsdp2_summed_are_torchs_one_red_not_the_optimizers(tmp_path):
     # torch 2.8's FSDP2 on gloo sums the ranks' gradients: before this rung, every optimizer's fsdp and
     # checkpoint items were red with "whose doing: the optimizer's"
@@ -325,6 +340,7 @@ def test_gradients_fsdp2_summed_are_torchs_one_red_not_the_optimizers(tmp_path):
         run_check("checkpoint", case, runs)
 
 
+@needs_fsdp2_on_cpu
 def test_a_model_fully_shard_refuses_is_not_the_optimizers_failure(tmp_path):
     case = one_case(tmp_path, _fsdp("torch.optim.SGD", checks="[fsdp]") + "model: planted_production:scalar_scale\n")
     with pytest.raises(NotApplicable, match="fully_shard refuses the spec's model planted_production:scalar_scale"):

@@ -9,11 +9,12 @@ import sys
 import time
 
 import pytest
-from helpers import cases_from, one_case
+from helpers import cases_from, guard_failures_name_their_line, one_case, torch_before
 from ruamel.yaml import YAML
 
 from pytest_optimtest import update
 from pytest_optimtest.checks import CHECKS, compile_time
+from pytest_optimtest.harness.compiled_run import CompiledStepOnlyError
 from pytest_optimtest.harness.containment import CaseTimedOut, deadline
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
@@ -103,7 +104,8 @@ def test_momentum_buffer_settles_in_the_default_warmup_and_a_declared_one_is_hel
 def test_planted_float_rewritten_every_step_never_settles(tmp_path):
     message = failure("recompile", one_case(tmp_path, spec("planted:FloatScheduleSGD")))
     assert "the step recompiled on each of 4 warm-up steps and never settled" in message
-    assert "planted.py" in message and "['scale']" in message  # dynamo's guard names the key and a line of ours
+    assert "['scale']" in message  # dynamo's guard names the key
+    assert "planted.py" in message or not guard_failures_name_their_line()  # and a line of ours, where torch gives lines
 
 
 SCHEDULED = """
@@ -138,24 +140,29 @@ def test_declared_scheduler_recompiles_must_match_exactly(tmp_path):
 
 def test_graph_break_in_step_fails_with_dynamos_reason(tmp_path):
     message = failure("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD")))
-    assert "1 graph breaks compiling the step, the spec declares 0" in message and "Tensor.item()" in message
+    assert "1 graph breaks compiling the step, the spec declares 0" in message and "Tensor.item" in message
     assert run("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD", extra="graph_breaks: 1"))) == "1 graph breaks"
 
 
 def test_graph_break_names_the_user_line_and_a_fake_call_type_error_eager_never_met_is_torchs(tmp_path):
     """microsoft/dion's Muon takes its update by `yield from`: the red said 'TypeError when making fake tensor call',
     no line, with a hint to check the eager code (which ran), and called it the optimizer's doing."""
-    from pytest_optimtest.harness.diagnosis import loses_yield_from_results
+    from pytest_optimtest.harness.diagnosis import yield_from_under_dynamo
 
-    case = one_case(tmp_path, spec("planted_unseen:YieldFromSGD"))
-    if not loses_yield_from_results():  # a torch that keeps the result: no break to judge
-        assert run("graph_breaks", case) == "0 graph breaks"
-        return
-    message = failure("graph_breaks", case)
-    assert re.search(r"TypeError when making fake tensor call \(at \S*planted_unseen.py:\d+\): .*NoneType.*torch's doing", message), message
-    assert "Hint: Your code may result in an error" not in message, message
     message = failure("graph_breaks", one_case(tmp_path, spec("planted:ItemClipSGD")))
-    assert re.search(r"Tensor.item\(\).* \(at \S*planted.py:\d+\)", message), message
+    assert re.search(r"Tensor\.item\b.* \(at \S*planted.py:\d+\)", message), message
+    case = one_case(tmp_path, spec("planted_unseen:YieldFromSGD"))
+    traced = yield_from_under_dynamo()
+    if traced == "kept":  # a torch that keeps the result: no break to judge
+        assert run("graph_breaks", case) == "0 graph breaks"
+    elif traced.startswith("raises"):  # torch 2.6: dynamo raises tracing it, so the compiled step raises: parity's red, torch's
+        with pytest.raises(CompiledStepOnlyError, match=r"only the compiled step raised, at step 1: InternalTorchDynamoError: .*"
+                           r"TensorVariable\(\) is not a constant(.|\n)*the difference is torch.compile's"):
+            run("parity", case)
+    else:
+        message = failure("graph_breaks", case)
+        assert re.search(r"TypeError when making fake tensor call \(at \S*planted_unseen.py:\d+\): .*NoneType.*torch's doing", message), message
+        assert "Hint: Your code may result in an error" not in message, message
 
 
 def test_graph_breaks_keyed_by_release_and_update_mode_writes_only_the_running_ones(tmp_path):
@@ -227,7 +234,7 @@ def test_torch_optim_step_has_no_graph_break(tmp_path):
 def test_nothing_compiled_is_not_a_pass(tmp_path):
     case = one_case(tmp_path, spec("planted:NeverCompiled"))
     assert "not compiled" in failure("recompile", case)
-    assert "torch.compiler.disable" in failure("graph_breaks", case)  # dynamo says why it did not trace
+    assert "disable" in failure("graph_breaks", case)  # dynamo says why it did not trace (its wording varies by release)
 
 
 def test_none_grads_match_eager_step_counters_included(tmp_path):
@@ -267,8 +274,19 @@ def test_planted_global_reference_is_named(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "nameless.shim", NamelessShim())
     message = failure("no_leak", one_case(tmp_path, spec("planted:GlobalRefSGD")))
     assert "leak: 4 of 4 params outlive" in message and "the global planted.KEPT_PARAMS" in message
+
+
+def test_params_dynamos_own_globals_hold_are_named_torchs_leak(tmp_path):
     # the holder is found up the referrer chain, and dynamo's own globals are named as torch's
-    message = failure("no_leak", one_case(tmp_path, spec("planted:ProjectingSGD")))
+    case = one_case(tmp_path, spec("planted:ProjectingSGD"))
+    try:
+        summary = run("no_leak", case)
+    except AssertionError as red:
+        message = str(red)
+    else:
+        if not torch_before("2.13"):
+            raise AssertionError(f"no leak found ({summary}): torch 2.13 and later keep the params in a global of dynamo's")
+        pytest.skip(f"torch {torch_version()}'s dynamo keeps no global that holds the compiled step's params: nothing to name")
     assert "held by: the global planted.__compiled_fn_" in message and "torch's doing" in message
 
 
@@ -381,6 +399,8 @@ def test_params_freed_only_by_the_cycle_collector_are_reported_not_failed(tmp_pa
     # dynamo lifts a third-party optimizer's params into the GraphModule, whose graph/node cycle
     # holds them until gc runs: not a leak
     summary = run("no_leak", one_case(tmp_path, spec("planted:PlainSGD")))
+    if summary == "all 4 params freed once dropped" and torch_before("2.13"):
+        pytest.skip(f"torch {torch_version()}'s GraphModule holds the params in no cycle: the cycle collector frees none")
     assert summary.startswith("all 4 params freed once dropped; 4 of them only by gc.collect()"), summary
 
 

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import needs_fsdp2_on_cpu
 from warm import run_pytest_in
 
 TESTS = Path(__file__).resolve().parent
@@ -92,6 +93,12 @@ def _outcomes(out: str, case: str) -> dict[str, str]:
 def test_a_step_that_calls_its_closure_with_a_backward_flag_is_served_by_every_run(session):
     out, _, _ = session  # torchzero's closure(backward=False): the loss alone, grads untouched; compiled steps pass it on too
     outcomes = _outcomes(out, "backwardflagsgd-default-closure-cpu")
+    if "AssertionError: unsafe constant ConstantVariable(bool: True)" in out:  # torch 2.6's dynamo, on the step's `assert all(...)`
+        parity = out[out.index("[parity] backwardflagsgd-default-closure-cpu"):]
+        assert "only the compiled step raised" in parity and "the difference is torch.compile's" in parity, parity
+        assert outcomes == {"parity": "FAILED", "closure_graph_break": "SKIPPED", "state_dict": "SKIPPED",
+                            "law_descent": "PASSED", "law_closure_loss": "PASSED"}, outcomes
+        return
     assert outcomes == dict.fromkeys(("parity", "closure_graph_break", "state_dict", "law_descent", "law_closure_loss"), "PASSED"), outcomes
 
 
@@ -190,6 +197,7 @@ def test_graphs_of_the_closure_are_not_the_steps(session):
     assert re.search(r"the step captured no graph of its own; the closure's \d+ graph\(s\) are not the step's", out)
 
 
+@needs_fsdp2_on_cpu
 def test_a_sharded_compiled_step_that_captured_no_graph_is_not_a_second_red(session):
     out, _, _ = session
     assert _outcomes(out, "untracedfsdp-default-cpu") == {"parity": "FAILED", "fsdp": "SKIPPED"}
@@ -217,6 +225,7 @@ def test_a_step_that_compiles_nothing_of_its_own_given_a_closure_is_its_closure_
                      r"item is that red\)", out), out
 
 
+@needs_fsdp2_on_cpu
 def test_a_sharded_compiled_step_that_raises_as_the_compiled_step_does_is_blocked_not_a_second_red(session):
     """adancfgd's AdaFGD: dynamo's InternalTorchDynamoError over whole params (parity's red) was fsdp's red
     too, "the same step over whole params in one process does not" raise: it does, compiled."""
@@ -233,6 +242,7 @@ def test_the_specs_setup_runs_on_the_optimizers_torch_builds_too(session):
     assert set(_outcomes(out, "trainmodesgd-default-cpu").values()) == {"PASSED"}, out
 
 
+@needs_fsdp2_on_cpu
 def test_ranks_that_die_in_the_sharded_run_are_fsdps_one_red_and_block_checkpoint(session):
     out, _, _ = session
     assert _outcomes(out, "rankkillingsgd-default-cpu") == {"fsdp": "FAILED", "checkpoint": "SKIPPED"}, out
@@ -325,10 +335,15 @@ def test_a_float32_difference_that_scales_with_precision_is_vacuous_and_one_that
     assert offset == {"parity": "FAILED", "none_grads": "SKIPPED"}, offset
 
 
-def test_regimes_share_the_one_comparison_and_the_steps_signature(session):
+@needs_fsdp2_on_cpu
+def test_sharded_regimes_share_the_one_comparison_and_the_steps_signature(session):
     out, _, _ = session
     assert _outcomes(out, "groupcountingsgd-default-cpu") == {"fsdp": "PASSED"}  # dynamo's `capturable` is not compared
     assert _outcomes(out, "noclosuresgd-default-cpu") == {"checkpoint": "PASSED"}  # DCP's step(closure=None)
+
+
+def test_a_law_over_named_params_builds_no_groups_the_constructor_refuses(session):
+    out, _, _ = session
     assert _outcomes(out, "namedparamssgd-default-cpu") == {"law_param_groups": "SKIPPED"}
     assert re.search(r"NamedParamsSGD refuses param groups \(of named params\)", out)
 

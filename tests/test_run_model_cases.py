@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from warm import run_init, run_pytest
 
+from pytest_optimtest.harness.torch_api import fsdp2_runs_on_cpu
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -360,7 +362,8 @@ def test_an_optimizer_that_skipped_optimizer_init_is_one_red_wherever_torch_read
     assert outcomes.get("failed") == 1 and outcomes.get("skipped", 0) >= 4 and not outcomes.get("passed"), out
     assert "diagnosis: torch.optim.Optimizer's" in out and "running as a compiled step" not in out, out
     causes = [line for line in out.splitlines() if line.startswith("optimtest: planted_run_model:InitSkippingLookahead:")]
-    assert len(causes) == 1 and "1 root cause, 1 red in 1 case(s), blocks 5 items" in causes[0], causes
+    blocked = 5 if fsdp2_runs_on_cpu() else 4  # checkpoint's item is not applicable where FSDP2 cannot shard on CPU
+    assert len(causes) == 1 and f"1 root cause, 1 red in 1 case(s), blocks {blocked} items" in causes[0], causes
     assert "never called torch.optim.Optimizer.__init__" in causes[0]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import one_case
+from helpers import needs_fsdp2_on_cpu, one_case
 from warm import run_pytest_in
 
 from pytest_optimtest.checks import CHECKS
@@ -166,6 +166,20 @@ def test_a_step_on_an_overload_torch_deprecated_is_one_red_that_names_it_and_the
     assert "by this check's verdict" not in failure, failure
 
 
+@pytest.mark.parametrize("reason, method", [
+    ("Unhandled args for method\n  Explanation: ...\n  Developer debug context: call_method TensorVariable() add_ "
+     "[ConstantVariable(float: -0.1), TensorVariable()] {}", "add_"),  # torch 2.13's wording
+    ("unhandled args for add_: TensorVariable.method_add_() takes 2 positional arguments but 3 were given", "add_"),  # 2.6's
+    ("unhandled args for addcmul_: TensorVariable.method_addcmul_() takes 3 positional arguments but 4 were given", "addcmul_"),
+    ("unhandled args for add_: TensorVariable.method_add_() got an unexpected keyword argument 'beta'", None),
+    ("unhandled args for mul_: TensorVariable.method_mul_() takes 2 positional arguments but 3 were given", None),
+])
+def test_a_deprecated_overload_is_recognised_in_each_releases_wording(reason, method):
+    from pytest_optimtest.harness.torch_api import deprecated_overload_call
+
+    assert deprecated_overload_call(reason) == method
+
+
 def test_a_step_that_waits_before_it_moves_is_given_the_steps_and_its_empty_first_trace_is_named(session):
     out, report = session  # LiyuanLucasLiu's RAdam waits 4 steps: DDP and ZeRO were vacuous over 3, parity bare "no graph"
     failure = _failure(out, "specs/waiting.yaml::waitingsgd-default-cpu::parity")
@@ -194,6 +208,7 @@ def test_an_attribute_only_one_equivalent_variant_keeps_is_no_difference_in_the_
     assert _outcome(out, "specs/lrcache.yaml::tensorlrcachesgd-default-cpu::law_equivalent") == "PASSED"
 
 
+@needs_fsdp2_on_cpu
 def test_state_kept_as_plain_tensors_of_the_shards_is_one_red_in_fsdp_and_checkpoint_saying_so(session):
     out, _ = session  # trasmuon's momentum (5, 10) of (10, 10): fsdp's red, and DCP's size mismatch on load a second
     outcomes = {check: _outcome(out, f"specs/shardmomentum.yaml::shardmomentumsgd-default-cpu::{check}")
@@ -204,6 +219,7 @@ def test_state_kept_as_plain_tensors_of_the_shards_is_one_red_in_fsdp_and_checkp
            "of (10, 10)" in out
 
 
+@needs_fsdp2_on_cpu
 def test_a_number_read_off_a_partial_dtensor_is_named_where_the_step_reads_it(session):
     out, _ = session  # h3-optimizer's Lipschitz estimate: float(g.norm(2).item() ** 2) over FSDP2's DTensor grads
     outcomes = {check: _outcome(out, f"specs/partialnorm.yaml::partialnormsgd-default-cpu::{check}")
@@ -231,6 +247,7 @@ def test_an_optimizer_that_couples_params_is_not_held_to_laws_that_step_them_apa
     assert "ZeroRedundancyOptimizer gives each rank's optimizer its shard of the params alone" in out
 
 
+@needs_fsdp2_on_cpu
 def test_a_state_dict_entry_that_is_no_params_is_the_optimizers_doing_when_dcp_cannot_save_it(session):
     out, _ = session  # DoG and LDoG: DCP's KeyError on '_first_step' read "torch's doing"
     assert _outcome(out, "specs/flaginstate.yaml::flaginstatesgd-default-cpu::checkpoint") == "FAILED"
@@ -445,6 +462,7 @@ def test_a_str_state_that_torchs_load_rebuilds_is_one_red_of_torchs_in_state_dic
                                       + next(c for c, o in outcomes.items() if o == "FAILED"))
 
 
+@needs_fsdp2_on_cpu
 def test_a_number_read_off_a_partial_dtensor_into_state_is_one_red_in_fsdp_and_checkpoint(session):
     out, _ = session  # mctorch's and mcnn's ConjugateGradient: the checkpoint's load red again over the same numbers
     outcomes = {check: _outcome(out, f"specs/partialstate.yaml::partialnormstatesgd-default-cpu::{check}")
@@ -531,6 +549,7 @@ def test_a_law_whose_two_group_step_raised_inside_torch_says_it_is_torchs_doing(
     assert "(torch's doing; one optimizer with that value for all params did not)" in failure
 
 
+@needs_fsdp2_on_cpu
 def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doing(session):
     """emerging_optimizers' ObliqueSGD and ObliqueAdam: `norm.clamp_min_(eps)` over FSDP2's shards raised in DTensor's
     Python code, which told it to use the out-of-place op; the red called it torch's doing."""
@@ -540,6 +559,7 @@ def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doin
     assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
 
 
+@needs_fsdp2_on_cpu
 def test_a_plain_state_tensor_written_with_a_dtensor_is_the_optimizers_doing_not_torchs(session):
     """timm's NvNovoGrad and monai's Novograd: `exp_avg_sq.copy_(norm)`, a state made by torch.zeros([]) beside
     FSDP2's DTensor params; torch 2.13's DTensor dispatch raises a bare AssertionError, and the red said

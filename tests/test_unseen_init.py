@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import planted_unseen
-from helpers import dynamo_writes_capturable, failure_of, one_case, run_check
+from helpers import dynamo_writes_capturable, failure_of, guard_failures_name_their_line, one_case, run_check
 from warm import run_init, run_pytest
 
 from pytest_optimtest.checks import CHECKS
@@ -838,7 +838,8 @@ def test_a_load_that_recompiles_on_a_group_key_the_step_assigns_says_so(tmp_path
         assert "round trip both ways equal" in run_check("state_dict", case)
         return
     message = failure_of("state_dict", case)
-    assert "len(step.__self__.param_groups[0])" in message and 'group["lr"] *= group["lrd"]' in message, message
+    assert "len(step.__self__.param_groups[0])" in message, message
+    assert 'group["lr"] *= group["lrd"]' in message or not guard_failures_name_their_line(), message  # the guard's line, where torch gives it
     assert "the step tests a key's presence in its groups or assigns one of their keys (the guard's line above)" in message
 
 
@@ -858,8 +859,9 @@ def test_a_frame_dynamo_gave_up_on_is_named_where_no_graph_was_captured(tmp_path
     case = one_case(tmp_path, "optimizer: planted_unseen:ItemInLoopSGD\nkwargs: {lr: 0.01}\nclosure: [false]\n")
     message = failure_of("parity", case)
     assert "not compiled" in message, message
-    assert "dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after (one inside a loop): " \
-           "Unsupported Tensor.item() call with capture_scalar_outputs=False" in message, message
+    # dynamo's reason: "Unsupported Tensor.item() call with capture_scalar_outputs=False" (2.13), "Tensor.item" (2.6)
+    assert re.search(r"dynamo gave up on a frame and ran it eagerly, at a graph break it could not resume after \(one inside a "
+                     r"loop\): [^;]*Tensor\.item", message), message
 
 
 def test_init_holds_back_what_the_optimizer_prints_and_says_so_in_one_line(tmp_path, capsys):

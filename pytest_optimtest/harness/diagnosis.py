@@ -463,6 +463,13 @@ def _alias_reproducer() -> bool:
 def loses_yield_from_results() -> bool:
     """Plain torch: whether dynamo traces `u = yield from gen()` in a generator driven to its end as u = None
     (the eager result is gen's return value): the TypeError it then meets breaks the graph."""
+    return yield_from_under_dynamo() == "lost"
+
+
+def yield_from_under_dynamo() -> str:
+    """Plain torch: what dynamo makes of `u = yield from gen()` in a generator driven to its end: "kept" (gen's
+    return value), "lost" (traced as None: a TypeError breaks the graph) or "raises: <dynamo's error>" (torch 2.6:
+    InternalTorchDynamoError, "TensorVariable() is not a constant")."""
     def inner(x: torch.Tensor) -> Any:
         yield
         return x * 2
@@ -483,10 +490,13 @@ def loses_yield_from_results() -> bool:
             result = torch.compile(step, backend="eager")(torch.ones(2))
         lost = (not torch.equal(result, torch.full((2,), 3.0))
                 or any(map(torch_api.fake_call_type_error, (*torch_api.graph_break_counts(), *torch_api.frames_given_up()))))
+        outcome = "lost" if lost else "kept"
     except TypeError:  # the None reached an op after the break: the result is lost all the same
-        lost = True
+        outcome = "lost"
+    except torch_api.dynamo_error_types() as error:
+        outcome = f"raises: {type(error).__name__}: {str(error).strip().splitlines()[0]}"
     torch_api.reset_compile_state()
-    return lost
+    return outcome
 
 
 if __name__ == "__main__":
@@ -499,6 +509,7 @@ if __name__ == "__main__":
     cast_lost = loses_writes_through_cast()
     print(f"torch {torch.__version__}: a key set on `typing.cast(dict, d)` in a compiled function "
           + ("is lost (the bug is present)" if cast_lost else "is written back (no lost writes)"))
-    yield_lost = loses_yield_from_results()
+    yield_from = yield_from_under_dynamo()
     print(f"torch {torch.__version__}: `u = yield from gen()` in a compiled step "
-          + ("traces u as None, a TypeError that breaks the graph (the bug is present)" if yield_lost else "keeps gen's result"))
+          + {"lost": "traces u as None, a TypeError that breaks the graph (the bug is present)",
+             "kept": "keeps gen's result"}.get(yield_from, f"is not traced: dynamo {yield_from}"))

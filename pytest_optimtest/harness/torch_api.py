@@ -115,6 +115,13 @@ def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
 _TRACED_CODE_RAISED = ("Observed exception", "Data-dependent assertion failed")
 
 
+def dynamo_error_types() -> tuple[type[BaseException], ...]:
+    """The exceptions dynamo raises of its own (its base class), for an `except` clause."""
+    import torch._dynamo.exc
+
+    return (torch._dynamo.exc.TorchDynamoException,)
+
+
 def traced_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     """The frames of the code dynamo was tracing when it raised `exc`, outermost first: the user's
     line the Python traceback (which ends in torch's compile wrapper) never reaches. [] for others."""
@@ -128,8 +135,10 @@ def raised_by_traced_code(exc: BaseException) -> bool:
     """Whether dynamo raised `exc` because the code it traced raised or asserted (the code's doing),
     rather than for something it cannot trace."""
     dynamo_exc = sys.modules.get("torch._dynamo.exc")
-    return (dynamo_exc is not None and isinstance(exc, dynamo_exc.Unsupported)
-            and str(getattr(exc, "gb_type", "") or "").startswith(_TRACED_CODE_RAISED))
+    if dynamo_exc is None or not isinstance(exc, dynamo_exc.Unsupported):
+        return False
+    kind = getattr(exc, "gb_type", None) or str(exc).lstrip()  # torch 2.6's has no gb_type: its message starts with it
+    return str(kind).startswith(_TRACED_CODE_RAISED)
 
 
 def graph_break_reasons() -> list[str]:
@@ -236,12 +245,16 @@ def fake_call_type_error(reason: str) -> str | None:
 # eager warns "This overload of add_ is deprecated" and runs them; dynamo breaks the graph, its args unhandled.
 _DEPRECATED_OVERLOAD = re.compile(r"call_method TensorVariable\(\) (add_?|sub_?|addcmul_?|addcdiv_?) \[ConstantVariable\([^]]*?\), "
                                   r"TensorVariable\(\)")
+# torch 2.6 says only that one positional too many reached the method's handler, which takes the tensors alone
+# positionally (`method_add_(self, other, *, alpha)`): the number-first form is the only call that passes one more.
+_DEPRECATED_OVERLOAD_2_6 = re.compile(r"unhandled args for (add_|sub_|addcmul_|addcdiv_): TensorVariable\.method_\1\(\) takes "
+                                      r"(\d+) positional arguments but (?!\2)\d+ were given")
 
 
 def deprecated_overload_call(reason: str) -> str | None:
     """Where a graph break's reason is dynamo's unhandled args for a number-first overload that torch deprecated,
     the method's name ("add_"); else None."""
-    found = _DEPRECATED_OVERLOAD.search(reason) if "Unhandled args for method" in reason else None
+    found = _DEPRECATED_OVERLOAD.search(reason) if "Unhandled args for method" in reason else _DEPRECATED_OVERLOAD_2_6.search(reason)
     return found.group(1) if found else None
 
 
@@ -362,7 +375,7 @@ def guard_latency_unprofiled() -> Iterator[None]:
         guards.profile_guard_manager = profiled
 
 
-def _guard_latency_unmeasured(guard_manager: Any, f_locals: Any, n_iters: int) -> float:
+def _guard_latency_unmeasured(guard_manager: Any, f_locals: Any, n_iters: int = 1) -> float:  # 2.6 passes no n_iters
     return 0.0
 
 
@@ -543,12 +556,14 @@ def optimizers_on_param(param: torch.Tensor) -> list:
 
 def guard_failures(recompile_message: str) -> list[str]:
     """The guard-failure lines ('0/0: <guard>  # <source line>') of a dynamo recompile message,
-    without the user stack traces; the whole message when its format is not recognised."""
-    lines = [m.group(1).strip() for m in _GUARD_LINE.finditer(recompile_message)]
+    without the user stack traces; the whole message when its format is not recognised. A frame's local
+    reads as the newer releases write it (`step.__self__`; torch 2.6 writes `L['step'].__self__`)."""
+    lines = [_LOCAL_SOURCE.sub(r"\1", m.group(1).strip()) for m in _GUARD_LINE.finditer(recompile_message)]
     return lines or [recompile_message.strip()]
 
 
 _GUARD_LINE = re.compile(r"^\s*- (\d+/\d+: .*)$", re.MULTILINE)
+_LOCAL_SOURCE = re.compile(r"\bL\['([A-Za-z_]\w*)'\]")
 
 
 def recompiles_first_frame(recompile_message: str) -> bool:
