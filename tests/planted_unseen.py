@@ -237,6 +237,23 @@ class ClosureLossSGD(PlainSGD):
                 p.add_(p.grad, alpha=-group["lr"] * scale)
 
 
+class FiniteLossSGD(PlainSGD):
+    """Correct SGD that refuses a closure's loss that is not finite (a guard many optimizers keep): at an lr
+    the model diverges under, its step raises once the run has blown up (ClosureLossSGD, on torch 2.6,
+    whose dynamo keeps the attribute: the red said "the optimizer's doing")."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+            if not math.isfinite(loss.item()):
+                raise ValueError("the closure's loss is not finite")
+        self._update()
+        return loss
+
+
 class InitGroupCountingSGD(PlainSGD):
     """Counts its steps in `_init_group`, as torch.optim's layout invites (ACFGM keeps its previous iterates
     there): dynamo runs _init_group once while tracing, so the compiled count stops moving."""

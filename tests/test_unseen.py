@@ -49,7 +49,7 @@ SPECS = {
                 "cases:\n  - name: a\n  - name: b\n    kwargs: {lr: 0.05}\n",
     "tinycount": "optimizer: planted_unseen:StepCountingSGD\nkwargs: {lr: 1.0e-7}\nchecks: [parity, none_grads]\n",
     "initgroup": "optimizer: planted_unseen:InitGroupCountingSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
-    "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\nclosure: [true]\n",
+    "stash": "optimizer: planted_unseen:ClosureLossSGD\nkwargs: {lr: 0.01}\nchecks: [parity]\nclosure: [true]\n",
     "shapekeeping": "optimizer: planted_unseen:ShapeKeepingSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
                     "laws:\n  equivalent:\n    tensor_lr: [{lr: 0.1}, {lr: {tensor: 0.1}}]\n",
     "lrcache": "optimizer: planted_unseen:TensorLrCacheSGD\nkwargs: {lr: 0.1}\nchecks: [law_equivalent]\n"
@@ -106,6 +106,10 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     return result.stdout, json.loads((root / "report.json").read_text())
 
 
+# torch 2.6's dynamo breaks on deque(iterable, maxlen) and gives up on the step's frame (2.13 traces it)
+DEQUE_UNTRACED = "deque() with more than 1 arg not supported"
+
+
 def _outcome(out: str, node: str) -> str:
     match = re.search(rf"{re.escape(node)} (PASSED|FAILED|SKIPPED|ERROR)", out)
     assert match, f"{node} not in the output"
@@ -141,6 +145,11 @@ def test_a_state_that_keeps_shapes_and_namedtuples_is_compared_by_the_equivalenc
 
 def test_a_state_that_keeps_a_deque_of_tensors_is_snapshot_and_compared_item_by_item(session):
     out, _ = session  # sky-optimizer's L-BFGS history: every law and ZeRO item was "an error inside pytest-optimtest"
+    if DEQUE_UNTRACED in out:  # torch 2.6: the step runs eagerly, so only the eager law compares the deque
+        failure = _failure(out, "specs/history.yaml::historysgd-default-cpu::parity")
+        assert "not compiled" in failure and DEQUE_UNTRACED in failure, failure
+        assert _outcome(out, "specs/history.yaml::historysgd-default-cpu::law_determinism") == "PASSED"
+        return
     for check in ("parity", "state_dict", "law_determinism"):
         assert _outcome(out, f"specs/history.yaml::historysgd-default-cpu::{check}") == "PASSED", _failure(
             out, f"specs/history.yaml::historysgd-default-cpu::{check}")
@@ -148,6 +157,11 @@ def test_a_state_that_keeps_a_deque_of_tensors_is_snapshot_and_compared_item_by_
 
 def test_a_deque_bound_that_torchs_load_drops_is_one_red_of_torchs(session):
     out, report = session  # sky-optimizer's deque(maxlen=history_size): torch's _cast rebuilds it unbounded
+    if DEQUE_UNTRACED in out:  # torch 2.6: state_dict's compiled run captures no graph (its own red); ZeRO's names the bound
+        zero = _failure(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::zero")
+        assert "state[0]['history']: a deque of maxlen 1 came back with maxlen None" in zero, zero
+        assert "torch's Optimizer.load_state_dict does not give back the bound" in zero, zero
+        return
     assert _outcome(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::state_dict") == "FAILED"
     assert _outcome(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::zero") == "SKIPPED"
     failure = _failure(out, "specs/boundedhistory.yaml::boundedhistorysgd-default-cpu::state_dict")
@@ -178,6 +192,18 @@ def test_a_deprecated_overload_is_recognised_in_each_releases_wording(reason, me
     from pytest_optimtest.harness.torch_api import deprecated_overload_call
 
     assert deprecated_overload_call(reason) == method
+
+
+@pytest.mark.parametrize("failures, identity", [
+    (["3/0: ___check_obj_id(L['buf'], 139846295434352)"], True),  # a state tensor the load replaced
+    (["3/0: Cache line invalidated because buf got deallocated"], True),  # torch 2.6: that tensor's death, said so
+    (["3/0: Cache line invalidated because buf got deallocated", "3/1: L['lr'] == 0.1"], False),
+])
+def test_a_split_off_frames_identity_recompile_is_recognised_in_each_releases_wording(failures, identity):
+    from pytest_optimtest.harness.torch_api import identity_guards_only
+
+    message = "Recompiling function torch_dynamo_resume_in_step_at_12 in x.py:12\n    triggered by the following guard failure(s):\n"
+    assert identity_guards_only(message + "".join(f"    - {line}\n" for line in failures)) is identity
 
 
 def test_a_step_that_waits_before_it_moves_is_given_the_steps_and_its_empty_first_trace_is_named(session):
@@ -286,6 +312,21 @@ def test_the_optimizers_own_assert_and_exceptions_point_at_its_file_and_line(ses
     assert "the optimizer's code raised KeyError: 'nonexistent'" in keyerror
     assert 'group["nonexistent"]' in keyerror  # the user's line, from the traceback excerpt
     assert "torch.__trace" not in out
+
+
+def test_a_step_that_refuses_the_loss_of_a_blown_up_run_is_diverged_not_red(tmp_path):
+    """An optimizer that raises on a non-finite loss, at an lr the model diverges under (by step 5 at 0.1): its
+    error was parity's red, "the optimizer's doing"; the run had blown up before it, so nothing was compared."""
+    from pytest_optimtest.harness.vacuity import Diverged
+
+    case = one_case(tmp_path, "optimizer: planted_unseen:FiniteLossSGD\nkwargs: {lr: 0.1}\nclosure: [true]\n")
+    told = r"diverged: param '\S+' grew from scale .* before eager step \d, which then raised ValueError: the closure's loss is not finite"
+    with pytest.raises(Diverged, match=told + ": not comparable; lower the case's lr"):
+        CHECKS["parity"].run(case, RunCache())
+    # the eager rungs of a case whose own steps reach the blow-up: vacuous, not the case's red
+    longer = one_case(tmp_path, "optimizer: planted_unseen:FiniteLossSGD\nkwargs: {lr: 0.1}\nclosure: [true]\nsteps: 8\n")
+    failure = RunCache().ladder(longer).first_failure(("constructs", "eager_steps"))
+    assert failure is not None and failure.vacuous and re.search(told, failure.cause), failure
 
 
 def test_a_step_that_raises_only_when_compiled_says_so(session):
@@ -533,6 +574,9 @@ def test_state_dynamo_loses_through_typing_cast_is_torchs_doing_on_the_parity_re
 
     out, _ = session
     failure = _failure(out, "specs/caststate.yaml::caststatesgd-default-cpu::parity")
+    if "Unexpected type in sourceless builder types.GenericAlias" in failure:  # torch 2.6's dynamo cannot trace dict[str, Any]
+        assert "not compiled" in failure and "planted_unseen.py:" in failure, failure
+        return
     if not loses_writes_through_cast():  # a torch whose dynamo writes them back: the step compiles right
         assert _outcome(out, "specs/caststate.yaml::caststatesgd-default-cpu::parity") == "PASSED"
         return

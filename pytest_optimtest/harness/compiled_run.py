@@ -27,6 +27,7 @@ from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompile
 from .run_phases import SETTLE_STEPS, run_phases
 from .runner import Regime, Run, run
 from .snapshot import OptimizerSnapshot
+from .vacuity import diverged_before_raising
 
 
 class CompiledStepOnlyError(Exception):
@@ -160,6 +161,8 @@ def run_compiled(case: Case, perturb: bool = True) -> CompiledRun:
     if failed is not None:
         if failed.phase == "constructs":
             raise failed.error
+        if eager.failure is not None and eager.failure.diverged:  # it raised as the run blew up: nothing to compare
+            raise diverged_before_raising(case.id, eager.failure.step, eager.failure.error, eager.failure.diverged)
         if eager.failure is not None:  # the eager step raises too: the optimizer's own error, from the eager step
             raise eager.failure.error
         raise CompiledStepOnlyError(failed.step, failed.error, getattr(resolve(case.optimizer), "__name__", ""))

@@ -20,7 +20,7 @@ from .containment import CaseTimedOut
 from .diagnosis import parity_diagnoses, rounding_only
 from .run_phases import SETTLE_STEPS, STEADY_STEPS
 from .runner import Regime, run
-from .vacuity import Diverged, NotApplicable, require_moved
+from .vacuity import Diverged, NotApplicable, diverged_before_raising, require_moved
 from ..spec.schema import LOW_PRECISION
 from ..spec.values import resolve
 
@@ -217,6 +217,9 @@ def probe_eager(case: Any) -> EagerProbe:
             protocol = _own_step_protocol(case, failure.error)
             if protocol is not None:
                 return EagerProbe(RungFailure("eager_steps", protocol, not_applicable=True), 0)
+            if failure.diverged:  # the step refused a blown-up run: lr too high for the model, not a finding
+                blown_up = diverged_before_raising(case.id, failure.step, failure.error, failure.diverged)
+                return EagerProbe(RungFailure("eager_steps", str(blown_up), vacuous=True, error=blown_up), failure.step - 1)
             return EagerProbe(_failure("eager_steps", failure.error, f"at eager step {failure.step}: "), failure.step - 1)
         if probe.moved:
             return EagerProbe(None, steps, probe.draws, probe.swapped)

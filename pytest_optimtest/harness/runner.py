@@ -35,7 +35,7 @@ from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompile
 from .run_phases import SETTLE_STEPS, Perturbation, run_phases
 from .snapshot import OptimizerSnapshot, snapshot, storage_aliases, storage_of, storage_pointer, unsaved_generators
 from .state_dict_layout import load_rebinds
-from .vacuity import NotApplicable
+from .vacuity import NotApplicable, divergence
 
 MissingGrads = tuple[int, ...] | Literal["all"]  # indices into the model's params (-1: the last), or every one
 
@@ -93,6 +93,7 @@ class RunFailure:
     phase: Literal["constructs", "steps"]
     step: int
     error: Exception
+    diverged: str = ""  # how the params had blown up when the step raised (vacuity.divergence), or ""
 
 
 @dataclass
@@ -300,7 +301,8 @@ class _Stepping:
         except Exception as exc:
             if regime.failures == "raise":
                 raise
-            result.failure = RunFailure("steps", i + 1, exc)
+            live = {name: p.detach() for p, name in self.names.items()}
+            result.failure = RunFailure("steps", i + 1, exc, divergence(result.initial, live))
             raise _Stopped from exc
         result.step_seconds.append(time.perf_counter() - start)
         result.compiles.append(compiles)

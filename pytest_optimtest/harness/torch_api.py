@@ -579,9 +579,14 @@ _GUARD_LINE_START = re.compile(r"\d+/\d+: ")
 
 def identity_guards_only(recompile_message: str) -> bool:
     """Whether every guard that failed in a dynamo recompile message is an identity guard (`___check_obj_id`:
-    a tensor dynamo holds as a static input, such as an optimizer's state, replaced by another object)."""
+    a tensor dynamo holds as a static input, such as an optimizer's state, replaced by another object; on
+    torch 2.6, the entry that object's death invalidated)."""
     lines = guard_failures(recompile_message)
-    return bool(lines) and all("___check_obj_id(" in line for line in lines)
+    return bool(lines) and all("___check_obj_id(" in line or _DEALLOCATED.search(line) for line in lines)
+
+
+# torch 2.6 drops a cache entry whose identity-guarded object died, and gives that as the recompile's reason
+_DEALLOCATED = re.compile(r"Cache line invalidated because \S+ got deallocated")
 
 
 @functools.cache

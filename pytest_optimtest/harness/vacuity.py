@@ -54,14 +54,29 @@ def require_compiled(case_id: str, graph_count: int, consequence: str) -> None:
 def require_finite(case_id: str, initial: dict[str, torch.Tensor], params: dict[str, torch.Tensor], over: str) -> None:
     """Raise Diverged when the reference params hold NaN/inf or grew DIVERGED_GROWTH times their
     initial scale: a diverged run compares NaN with NaN, or 1e34 with 1e34, vacuously."""
+    blown_up = divergence(initial, params)
+    if blown_up:
+        raise Diverged(f"{case_id}: diverged: reference {blown_up} {over}: not comparable; lower the case's lr")
+
+
+def divergence(initial: Params, params: Params) -> str:
+    """How `params` blew up from `initial` ("params [...] became NaN/inf", "param 'w' grew from scale ..."), or ""."""
     bad = non_finite(params)
     if bad:
-        raise Diverged(f"{case_id}: diverged: reference params {bad} became NaN/inf {over}: not comparable; lower the case's lr")
+        return f"params {bad} became NaN/inf"
     grown = diverged_params(initial, params)
-    if grown:
-        name, start, end = grown[0]
-        raise Diverged(f"{case_id}: diverged: reference param {name!r} grew from scale {start:.3g} to {end:.3g} {over} "
-                       f"({len(grown)} param(s) beyond {DIVERGED_GROWTH:g}x or near their dtype's overflow): not comparable; lower the case's lr")
+    if not grown:
+        return ""
+    name, start, end = grown[0]
+    return (f"param {name!r} grew from scale {start:.3g} to {end:.3g} ({len(grown)} param(s) beyond {DIVERGED_GROWTH:g}x "
+            "or near their dtype's overflow)")
+
+
+def diverged_before_raising(case_id: str, step: int, error: BaseException, blown_up: str) -> Diverged:
+    """A step that raised once the run had blown up (an optimizer that refuses a non-finite loss): the
+    divergence's doing, not a finding about the optimizer."""
+    return Diverged(f"{case_id}: diverged: {blown_up} before eager step {step}, which then raised {type(error).__name__}: "
+                    f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}: not comparable; lower the case's lr")
 
 
 def diverged_params(initial: Params, params: Params) -> list[tuple[str, float, float]]:
