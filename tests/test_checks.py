@@ -69,6 +69,7 @@ def test_step_that_never_compiles_is_reported_not_compiled(tmp_path):
         run("parity", case_for(tmp_path, optimizer="planted:NeverCompiled", extra="closure: [true]"))
     breaks = str(info.value).split("graph breaks: ")[1]
     assert "disable" in breaks  # the step's own (2.13: "`torch.compiler.disable()`d function"; 2.6: "torch._dynamo.disable()")
+    assert "planted.py:" in breaks and "builder.py" not in breaks, breaks  # at the step's definition, not our call of it
     assert "zero_grad" not in breaks and "backward" not in breaks  # the plugin's closure's: not the step's
 
 

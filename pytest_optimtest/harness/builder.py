@@ -341,6 +341,20 @@ def compile_step(opt: torch.optim.Optimizer, closure: Any = None, fullgraph: boo
     return torch.compile(fn, backend=backend, fullgraph=fullgraph)
 
 
+def step_site(site: str, optimizer: Any) -> str:
+    """A graph break's 'file:line', where it is compile_step's own call of the step (dynamo was handed a step it
+    does not trace: a `torch.compiler.disable`d one) the step's definition instead: the user's line, not ours."""
+    path, _, line = site.rpartition(":")
+    lines, first = inspect.getsourcelines(compile_step)
+    if path != inspect.getsourcefile(compile_step) or not line.isdigit() or not first <= int(line) < first + len(lines):
+        return site
+    step = inspect.unwrap(type(optimizer).step)
+    try:
+        return f"{inspect.getsourcefile(step)}:{inspect.getsourcelines(step)[1]}, the step's definition"
+    except (OSError, TypeError):  # a step defined without source (C, a lambda made at runtime): say ours
+        return site
+
+
 def _counted_closure(closure: Callable[..., Any], into: ClosureCompiles) -> Callable[..., Any]:
     def counted(*args: Any, **named: Any) -> Any:  # backward_flag's one bool, passed on
         graphs, kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()

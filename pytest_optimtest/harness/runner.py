@@ -26,7 +26,7 @@ import torch
 
 from . import torch_api
 from .builder import (ClosureCompiles, build_model, compile_step, law_closure, make_closure, make_optimizer, make_scheduler, model_with_grads,
-                      require_closure_parameter, requires_closure, step_grad_mode, step_parameters, step_scheduler)
+                      require_closure_parameter, requires_closure, step_grad_mode, step_parameters, step_scheduler, step_site)
 from .containment import PROGRESS
 from ..spec.values import resolve
 from .devices import package_generator_states, seed_all
@@ -206,7 +206,7 @@ def _execute(case: Any, regime: Regime, log: list[str], breaks: list[str]) -> Ru
     result.graphs, result.kernels = torch_api.captured_graph_count(), torch_api.generated_kernel_count()
     result.graph_breaks = result.graph_breaks or torch_api.graph_break_counts()
     result.frames_given_up = result.frames_given_up or torch_api.frames_given_up()
-    result.break_sites = {reason: site for reason in (*result.graph_breaks, *result.frames_given_up)
+    result.break_sites = {reason: step_site(site, optimizer) for reason in (*result.graph_breaks, *result.frames_given_up)
                           if (site := torch_api.break_site(reason, breaks)) is not None}
     result.aliases |= storage_aliases(optimizer, model)
     if regime.compiled and torch.device(case.device).type == "cuda":
