@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 
 import pytest
@@ -167,7 +168,14 @@ def test_a_state_dict_round_trip_that_loses_an_object_holding_params_says_it_is_
 
 
 def test_a_state_dict_round_trip_that_loses_an_attribute_says_it_is_not_saved(tmp_path):
+    from pytest_optimtest.harness.diagnosis import optimizer_attribute_writes_under_dynamo
+
     case = one_case(tmp_path, "optimizer: planted_unseen:UnsavedCounterSGD\nkwargs: {lr: 0.1}\n")
+    writes = optimizer_attribute_writes_under_dynamo()
+    if writes.startswith("raises"):  # torch 2.10: its compiled step raises on `self.global_step += 1`: no round trip to judge
+        with pytest.raises(Exception, match=re.escape(writes.split(": ", 2)[2])):
+            run_check("state_dict", case)
+        return
     message = failure_of("state_dict", case)
     assert "eager after loading compiled's state_dict: optimizer attribute['global_step']: loaded 2 != reference 4" in message
     assert "diagnosis: an attribute of the optimizer's own is not in its state_dict" in message, message

@@ -287,9 +287,12 @@ def test_a_low_precision_difference_is_called_inductors_rounding_only_when_emula
     import torch
 
     assert _outcomes(out, "roundingchainsgd-default-bfloat16-cpu") == {"parity": "FAILED"}
+    if "compiled with inductor's emulate_precision_casts, the step raised" in out:  # torch 2.10's inductor (CppVecOverrides)
+        assert "no verdict on its rounding" in out and "torch's doing (inductor's rounding" not in out
+        return
     if tuple(int(v) for v in torch.__version__.split(".")[:2]) not in {(2, 13), (2, 14)}:
-        # only on 2.13 and 2.14 does emulate_precision_casts make this chain round as eager does; on 2.11 and
-        # 2.15 (CPU; 2.12 and older not run) 4 values still differ: so the difference is not called rounding,
+        # only on 2.13 and 2.14 does emulate_precision_casts make this chain round as eager does; on 2.6, 2.11 and
+        # 2.15 (CPU; 2.7 to 2.9 and 2.12 not run) 4 values still differ: so the difference is not called rounding,
         # and aot_eager names inductor
         assert "with inductor's emulate_precision_casts=True the step still differs" in out
         assert "torch's doing (inductor's rounding" not in out

@@ -20,9 +20,10 @@ import torch
 from ..spec.case import Case
 from ..spec.values import resolve
 from . import torch_api
-from .blame import blame
+from .blame import blame, one_line
 from .builder import ClosureCompiles
-from .diagnosis import dropped_writes_in_words, drops_optimizer_attribute_writes
+from .diagnosis import (dropped_writes_in_words, drops_optimizer_attribute_writes, optimizer_attribute_writes_under_dynamo,
+                        raised_attribute_writes_in_words)
 from .perturbations import PerturbationFailure, PerturbationOutcome, StepCompiles
 from .run_phases import SETTLE_STEPS, run_phases
 from .runner import Regime, Run, run
@@ -41,6 +42,8 @@ class CompiledStepOnlyError(Exception):
         elif on_optimizer and drops_optimizer_attribute_writes():
             cause = ("torch's doing (dynamo): the step reads an attribute of the optimizer that eager's step sets, "
                      f"and {dropped_writes_in_words()}")
+        elif one_line(error) in optimizer_attribute_writes_under_dynamo():  # the probe's own error: an attribute write
+            cause = f"torch's doing (dynamo): {raised_attribute_writes_in_words()}"
         else:
             cause = ("so the difference is torch.compile's (dynamo traced the step differently from Python, e.g. an "
                      "attribute write it dropped), not the optimizer's arithmetic")

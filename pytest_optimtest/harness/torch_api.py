@@ -244,7 +244,7 @@ def fake_call_type_error(reason: str) -> str | None:
 # The overloads torch deprecated that take the number first (`p.add_(-lr, grad)`, `addcmul_(1 - beta, g, g)`):
 # eager warns "This overload of add_ is deprecated" and runs them; dynamo breaks the graph, its args unhandled.
 _DEPRECATED_OVERLOAD = re.compile(r"call_method TensorVariable\(\) (add_?|sub_?|addcmul_?|addcdiv_?) \[ConstantVariable\([^]]*?\), "
-                                  r"TensorVariable\(\)")
+                                  r"(?:LazyVariableTracker\(realized: )?TensorVariable\(\)")  # lazily realized: 2.10's wording
 # torch 2.6 says only that one positional too many reached the method's handler, which takes the tensors alone
 # positionally (`method_add_(self, other, *, alpha)`): the number-first form is the only call that passes one more.
 _DEPRECATED_OVERLOAD_2_6 = re.compile(r"unhandled args for (add_|sub_|addcmul_|addcdiv_): TensorVariable\.method_\1\(\) takes "
