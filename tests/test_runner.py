@@ -157,6 +157,38 @@ def test_package_generators_are_the_optimizer_packages_module_level_ones_and_dic
     assert package_generators(torch.optim.SGD) == {}  # torch's own RNG is seeded by torch.manual_seed
 
 
+def test_package_generators_read_module_globals_that_a_gc_callback_shrinks_meanwhile():
+    """dynamo writes its `__resume_at_*` functions into the step's module globals and deletes them from a weakref
+    callback when their compiled code dies, at whatever allocation runs the GC. Read item by item, the globals
+    changed size midway: 1 in 12 nested sessions on torch 2.6, a case 'blocked by constructs: RuntimeError:
+    dictionary changed size during iteration (devices.py in generators_in)'."""
+    import gc
+
+    from pytest_optimtest.harness.devices import generators_in
+
+    # more entries than CPython keeps spare pairs for (2000), so that reading them allocates, as a busy process does
+    namespace = {f"__resume_at_{i}": i for i in range(4000)} | {"noise": torch.Generator(), "per_device": {"cpu": torch.Generator()}}
+    dying = [name for name in namespace if name.startswith("__resume_at_")]
+
+    def cleanup_hook(phase: str, info: dict) -> None:  # as dynamo's, at each collection while any is left
+        if phase == "start" and dying:
+            del namespace[dying.pop()]
+
+    def collecting_often(read):
+        threshold = gc.get_threshold()
+        gc.callbacks.append(cleanup_hook)
+        gc.set_threshold(3)  # a collection every third allocation
+        try:
+            return read()
+        finally:
+            gc.set_threshold(*threshold)
+            gc.callbacks.remove(cleanup_hook)
+
+    with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+        collecting_often(lambda: list(namespace.items()))  # the hazard, as generators_in read the globals before
+    assert set(collecting_often(lambda: generators_in(namespace, "m."))) == {"m.noise", "m.per_device['cpu']"}
+
+
 def test_seed_all_seeds_torchs_generator_and_calls_torch_manual_seed_only_for_an_accelerator(monkeypatch):
     from pytest_optimtest.harness import devices
 

@@ -55,7 +55,7 @@ def package_generators(optimizer_cls: Any) -> dict[str, Any]:
     if top in ("torch", "pytest_optimtest"):
         return {}
     found: dict[str, Any] = {}
-    for name, module in list(sys.modules.items()):
+    for name, module in dict.copy(sys.modules).items():
         if module is not None and (name == top or name.startswith(top + ".")):
             found |= generators_in(vars(module), f"{name}.")
     return found
@@ -67,11 +67,14 @@ def generators_in(namespace: dict[str, Any], prefix: str) -> dict[str, Any]:
     import torch
 
     found: dict[str, Any] = {}
-    for name, value in list(namespace.items()):
+    # Copied whole before reading: a module's globals lose dynamo's `__resume_at_*` names to a weakref callback
+    # at any GC, and a read item by item (whose pairs may allocate, and so collect) then raises "dictionary
+    # changed size during iteration". dict.copy allocates nothing per item and runs no subclass code.
+    for name, value in dict.copy(namespace).items():
         if isinstance(value, torch.Generator):
             found[f"{prefix}{name}"] = value
         elif isinstance(value, (dict, list, tuple)):
-            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            items = dict.copy(value).items() if isinstance(value, dict) else enumerate(list(value))
             found |= {f"{prefix}{name}[{key!r}]": g for key, g in items if isinstance(g, torch.Generator)}
     return found
 
