@@ -115,13 +115,6 @@ def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
 _TRACED_CODE_RAISED = ("Observed exception", "Data-dependent assertion failed")
 
 
-def dynamo_error_types() -> tuple[type[BaseException], ...]:
-    """The exceptions dynamo raises of its own (its base class), for an `except` clause."""
-    import torch._dynamo.exc
-
-    return (torch._dynamo.exc.TorchDynamoException,)
-
-
 def traced_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     """The frames of the code dynamo was tracing when it raised `exc`, outermost first: the user's
     line the Python traceback (which ends in torch's compile wrapper) never reaches. [] for others."""

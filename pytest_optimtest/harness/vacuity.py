@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ..spec.schema import Tolerance
+from .blame import one_line
 from .compare import max_movement, non_finite
 
 Params = dict[str, torch.Tensor]
@@ -75,8 +76,8 @@ def divergence(initial: Params, params: Params) -> str:
 def diverged_before_raising(case_id: str, step: int, error: BaseException, blown_up: str) -> Diverged:
     """A step that raised once the run had blown up (an optimizer that refuses a non-finite loss): the
     divergence's doing, not a finding about the optimizer."""
-    return Diverged(f"{case_id}: diverged: {blown_up} before eager step {step}, which then raised {type(error).__name__}: "
-                    f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}: not comparable; lower the case's lr")
+    return Diverged(f"{case_id}: diverged: {blown_up} before eager step {step}, which then raised {one_line(error)}: "
+                    "not comparable; lower the case's lr")
 
 
 def diverged_params(initial: Params, params: Params) -> list[tuple[str, float, float]]:
