@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from planted_unseen import GradAttributeSGD
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
 from pytest_optimtest.harness.compare import tensor_difference
+from pytest_optimtest.harness import torch_api
 from pytest_optimtest.harness.compiled_run import CompiledStepOnlyError
 from pytest_optimtest.harness.ranks import RankFailure
 from pytest_optimtest.harness.run_cache import RunCache
@@ -281,9 +283,29 @@ def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_pat
 def test_state_made_for_one_param_before_any_step_is_the_optimizers_doing_where_dcps_strict_load_raises(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:FirstParamStateSGD", "{compiled: false}"))
     message = failure_of("checkpoint", case)  # GPAAdamW: this red said "torch's doing"
-    assert "loading at one process (whole params) raised: RuntimeError: Missing optimizer state for parameter '0.bias'" in message
+    # DCP's strict load says so from torch 2.10; before, it raised a bare KeyError of the param's name
+    assert re.search(r"loading at one process \(whole params\) raised: (RuntimeError: Missing optimizer state for "
+                     r"parameter '0\.bias'|KeyError: '0\.bias')", message), message
     assert "(the optimizer's doing, though torch raised it: see the diagnosis)" in message and "(torch's doing)" not in message
     assert "the optimizer's doing: it holds state before its first step (0.weight: calls)" in message
+
+
+def test_dcps_missing_state_is_its_message_or_before_2_10_a_key_error_in_its_split():
+    def _split_optim_state_dict(state: dict[str, int]) -> int:  # torch < 2.10 indexed the loaded state by name
+        return state["0.bias"]
+
+    def elsewhere(state: dict[str, int]) -> int:
+        return state["0.bias"]
+
+    def raised(function: Callable[[dict[str, int]], int]) -> BaseException:
+        with pytest.raises(KeyError) as info:
+            function({})
+        return info.value
+
+    assert torch_api.dcp_missing_state(raised(_split_optim_state_dict))
+    assert not torch_api.dcp_missing_state(raised(elsewhere))
+    assert torch_api.dcp_missing_state(RuntimeError("Missing optimizer state for parameter '0.bias' in checkpoint."))
+    assert not torch_api.dcp_missing_state(KeyError("0.bias"))  # never raised: no frame to say where
 
 
 @needs_fsdp2_on_cpu

@@ -7,6 +7,7 @@ import re
 import signal
 import sys
 import time
+from collections import Counter
 
 import pytest
 from helpers import cases_from, guard_failures_name_their_line, one_case, torch_before
@@ -14,6 +15,7 @@ from ruamel.yaml import YAML
 
 from pytest_optimtest import update
 from pytest_optimtest.checks import CHECKS, compile_time
+from pytest_optimtest.harness import torch_api
 from pytest_optimtest.harness.compiled_run import CompiledStepOnlyError
 from pytest_optimtest.harness.containment import CaseTimedOut, deadline
 from pytest_optimtest.harness.run_cache import RunCache
@@ -162,8 +164,24 @@ def test_graph_break_names_the_user_line_and_a_fake_call_type_error_eager_never_
             run("parity", case)
     else:
         message = failure("graph_breaks", case)
-        assert re.search(r"TypeError when making fake tensor call \(at \S*planted_unseen.py:\d+\): .*NoneType.*torch's doing", message), message
+        # torch 2.9 breaks at the call of the function it skips inlining, and names that function: both lines are said
+        assert re.search(r"TypeError when making fake tensor call \(.*planted_unseen.py:\d+.*\): .*NoneType.*torch's doing", message), message
         assert "Hint: Your code may result in an error" not in message, message
+
+
+def test_a_skipped_inlining_with_no_reason_takes_the_failure_that_made_dynamo_skip_it():
+    """torch 2.9 counts a break "SKIPPED INLINING <code object f ...>: " and nothing more; the TypeError that made it
+    skip f is counted under inline_call alone."""
+    skipped = 'SKIPPED INLINING <code object _update at 0x7f31af65efb0, file "/opt/opt.py", line 12>: '
+    failure = "TypeError when making fake tensor call\n  Developer debug context: TypeError <f>: got NoneType"
+    cause = torch_api.skipped_inlining_cause(skipped, Counter({skipped: 2, failure: 2}))
+    assert cause.startswith("TypeError when making fake tensor call (inlining _update, /opt/opt.py:12, which dynamo then skipped)\n")
+    assert torch_api.fake_call_type_error(cause) == "got NoneType"
+    logged = [f"Graph break in user code at /opt/base.py:34\nGraph Break Reason: {skipped}\nUser code traceback: ..."]
+    assert torch_api.break_site(cause, logged) == "/opt/base.py:34"
+    said = skipped + "Tensor.item() consumed"  # one that says why stays as it is, and so does one with no failure to take
+    assert torch_api.skipped_inlining_cause(said, Counter({failure: 1})) == said
+    assert torch_api.skipped_inlining_cause(skipped, Counter({skipped: 1})) == skipped
 
 
 def test_graph_breaks_keyed_by_release_and_update_mode_writes_only_the_running_ones(tmp_path):

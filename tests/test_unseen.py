@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import needs_fsdp2_on_cpu, one_case
+from helpers import needs_fsdp2_on_cpu, one_case, torch_before
 from warm import run_pytest_in
 
 from pytest_optimtest.checks import CHECKS
@@ -634,7 +634,11 @@ def test_a_plain_state_tensor_written_with_a_dtensor_is_the_optimizers_doing_not
     FSDP2's DTensor params; torch 2.13's DTensor dispatch raises a bare AssertionError, and the red said
     "AssertionError: ... (torch's doing)", nothing more."""
     out, _ = session
-    failure = _failure(out, "specs/plainscalar.yaml::plainscalarstatesgd-default-cpu::fsdp")
+    node = "specs/plainscalar.yaml::plainscalarstatesgd-default-cpu::fsdp"
+    if torch_before("2.10"):  # 2.9's DTensor takes that write, and the sharded run equals one process's
+        _expect(out, node, "PASSED")
+        return
+    failure = _failure(out, node)
     assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
     assert "DTensor's dispatch refuses the in-place op at _update's line (`norm.copy_(p.grad.pow(2).sum())`)" in failure
 

@@ -58,6 +58,7 @@ class Trained:
     save_root_cause: str = ""  # its root_cause key: one red with the same error raised anywhere in the case
     loaded: Trained | None = None  # a resumed run: what it held right after loading the checkpoint
     held_before_load: dict[str, list[str]] = field(default_factory=dict)  # a resumed run: state keys per param its fresh optimizer held
+    load_missed_state: bool = False  # a resumed run: DCP's strict load raised for a param the checkpoint holds no state for
     after_save: Trained | None = None  # a checkpointed run: what it held right after DCP saved it
     continued: Trained | None = None  # a checkpointed run: what it held after training on, never stopped
     raised: BaseException | None = field(default=None, repr=False, compare=False)  # a run in this process: what it raised
@@ -245,8 +246,10 @@ def _resume(payload: _Resume, mesh: Any) -> Trained:
     try:
         torch_api.dcp_load(model, optimizer, payload.checkpoint)
     except torch_api.checkpoint_errors() as exc:  # the checkpoint check's verdict, with what the optimizer held before
-        premade = bool(held) and torch_api.dcp_missing_state(exc)  # held before a step: DCP made no state for the rest
-        return Trained(error=_described(exc, premade), raised=exc if mesh is None else None, held_before_load=held)
+        missed = torch_api.dcp_missing_state(exc)
+        premade = bool(held) and missed  # held before a step: DCP made no state for the rest
+        return Trained(error=_described(exc, premade), raised=exc if mesh is None else None, held_before_load=held,
+                       load_missed_state=missed)
     if scheduler is not None and payload.scheduler is not None:
         scheduler.load_state_dict(payload.scheduler)
     loaded = _trained(model, optimizer, scheduler)

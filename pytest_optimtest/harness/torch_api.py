@@ -140,10 +140,34 @@ def graph_break_reasons() -> list[str]:
 
 
 def graph_break_counts() -> Counter:
-    """dynamo's graph-break reasons since the last reset, with how often each broke a graph."""
+    """dynamo's graph-break reasons since the last reset, with how often each broke a graph; where dynamo skipped
+    inlining a function and said no why (`skipped_inlining_cause`), the reason its inlining failed instead."""
     import torch._dynamo.utils
 
-    return Counter(torch._dynamo.utils.counters["graph_break"])
+    counters = torch._dynamo.utils.counters
+    counts: Counter = Counter()
+    for reason, count in counters["graph_break"].items():
+        counts[skipped_inlining_cause(reason, counters["inline_call"])] += count
+    return counts
+
+
+# torch 2.9: a SkipFrame raised inside an inlined function (a generator's frame it will not trace) becomes the
+# break "SKIPPED INLINING <code object f ...>: " with the SkipFrame's empty message, at the call of f; the
+# failure that made it skip is counted under "inline_call" alone (symbolic_convert.py, inline_call_)
+_SKIPPED_INLINING = re.compile(r'SKIPPED INLINING <code object (\S+) at 0x[0-9a-f]+, file "([^"]+)", line (\d+)>:\s*')
+
+
+def skipped_inlining_cause(reason: str, inline_failures: Counter) -> str:
+    """`reason`, or where it is dynamo's "SKIPPED INLINING <code object f ...>: " with nothing after, the failure
+    counted inlining functions (the most frequent, where there were several), naming f and ending with `reason`
+    (`break_site` finds the break by it)."""
+    found = _SKIPPED_INLINING.fullmatch(reason)
+    causes = [failure for failure, _ in inline_failures.most_common() if not _SKIPPED_INLINING.match(failure)]
+    if found is None or not causes:
+        return reason
+    name, file, line = found.groups()
+    head, _, rest = causes[0].strip().partition("\n")
+    return f"{head} (inlining {name}, {file}:{line}, which dynamo then skipped)\n{rest}\n{reason.strip()}"
 
 
 def frames_given_up() -> Counter:
@@ -216,11 +240,12 @@ def recording_graph_break_sites() -> Iterator[list[str]]:
 def break_site(reason: str, logged: list[str]) -> str | None:
     """'file:line' of the user code where dynamo broke the graph for `reason` (a graph_break_counts key), from
     `recording_graph_break_sites`' messages; None where none names it."""
-    head = reason.strip().split("\n", 1)[0]
-    for message in logged:
-        found = _BREAK_SITE.match(message)
-        if found and head in message:
-            return f"{found.group(1)}:{found.group(2)}"
+    lines = reason.strip().split("\n")
+    for head in dict.fromkeys((lines[0], lines[-1])):  # the last: the break as logged, under a cause found apart
+        for message in logged:
+            found = _BREAK_SITE.match(message)
+            if found and head in message:
+                return f"{found.group(1)}:{found.group(2)}"
     return None
 
 
@@ -719,10 +744,14 @@ def dcp_save(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: s
                  checkpoint_id=folder)
 
 
-def dcp_missing_state(error: BaseException | str) -> bool:
+def dcp_missing_state(error: BaseException) -> bool:
     """Whether DCP's strict optimizer load raised for a param the loaded state holds no entry for
-    (torch/distributed/checkpoint/state_dict.py, _split_optim_state_dict; releases before it drop the entry)."""
-    return "Missing optimizer state for parameter" in str(error)
+    (torch/distributed/checkpoint/state_dict.py, _split_optim_state_dict): from 2.10 a RuntimeError
+    that says so; before, the bare KeyError of indexing the loaded state by the param's name."""
+    if "Missing optimizer state for parameter" in str(error):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return isinstance(error, KeyError) and bool(frames) and frames[-1].name == "_split_optim_state_dict"
 
 
 def dcp_load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: str) -> None:
