@@ -14,6 +14,7 @@ from helpers import needs_fsdp2_on_cpu, one_case, torch_before
 from warm import run_pytest_in
 
 from pytest_optimtest.checks import CHECKS
+from pytest_optimtest.harness.diagnosis import guards_a_cast_state_dtype
 from pytest_optimtest.harness.run_cache import RunCache
 from pytest_optimtest.harness.torch_api import torch_version
 
@@ -659,6 +660,15 @@ def test_descent_starts_elsewhere_for_a_constructor_that_refuses_a_zero_param(se
     zero, was red for the optimizer's constructor."""
     out, _ = session
     _expect(out, "specs/normchecked.yaml::normcheckedsgd-default-cpu::law_descent", "PASSED")
+
+
+def test_a_state_dtype_guard_is_read_in_each_releases_spelling_of_its_source():
+    mismatch = "' dtype mismatch. expected Float, actual BFloat16"
+    keys = "list(dict.keys(step.__self__.state))[0]"
+    assert guards_a_cast_state_dtype(f"- 0/1: tensor 'step.__self__.state[{keys}]['prev_norm']{mismatch}")  # 2.13
+    assert guards_a_cast_state_dtype(f"- 0/1: tensor 'dict.__getitem__(step.__self__.state, {keys})['prev_norm']{mismatch}")  # 2.7
+    assert not guards_a_cast_state_dtype(f"- 0/1: tensor 'step.__self__.param_groups[0]['lr']{mismatch}")
+    assert not guards_a_cast_state_dtype(f"- 0/1: tensor 'L['grads'][0]{mismatch}")
 
 
 def test_a_load_that_recompiles_on_a_state_dtype_torch_cast_says_so(session):

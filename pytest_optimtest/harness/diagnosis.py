@@ -151,7 +151,9 @@ def guards_a_cast_state_dtype(guard_failures: str) -> bool:
     return _STATE_DTYPE_GUARD.search(guard_failures) is not None
 
 
-_STATE_DTYPE_GUARD = re.compile(r"tensor '\S*state\[\S*' dtype mismatch")
+# a state tensor's source, as 2.13 spells it (`...state[list(dict.keys(...state))[0]]['prev_norm']`) or 2.7
+# (`dict.__getitem__(...state, list(dict.keys(...state))[0])['prev_norm']`)
+_STATE_DTYPE_GUARD = re.compile(r"tensor '.*?\.state\b.*?' dtype mismatch")
 
 
 def guards_a_group_length(guard_failures: str) -> bool:
