@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from .harness.ladder import RungFailure
 from .spec import Case, SpecError
 from .spec.case import shown_path
 from .spec.errors import internal_error
+from .spec.values import PackageImportFailed, import_module
 
 if TYPE_CHECKING:
     from .session import OptimtestSession
@@ -45,7 +45,7 @@ class SpecFile(pytest.File):
         session = _session(self)
         try:
             spec, locator = session.registry.load_spec(self.path)
-            missing = missing_requirements(spec)
+            missing = missing_requirements(spec, locator)
             if missing:
                 yield MissingRequirementItem.from_parent(self, name="requires", reason=missing)
                 return
@@ -108,13 +108,19 @@ class SpecErrorItem(pytest.Item):
         return self.path, (self.error.line or 1) - 1, f"spec-error: {self.error.path}"
 
 
-def missing_requirements(spec: Any) -> str | None:
-    """Why a spec's `requires` cannot be met on this machine, or None."""
+def missing_requirements(spec: Any, locator: Any = None) -> str | None:
+    """Why a spec's `requires` cannot be met on this machine, or None. A required package that is
+    installed and fails to import is no skip but the spec's error, at its `requires` entry where
+    `locator` (the spec's) is given."""
     missing = []
-    for entry in getattr(spec, "requires", []):
+    for index, entry in enumerate(getattr(spec, "requires", [])):
         module, _, attribute = entry.partition(":")
         try:
-            found = importlib.import_module(module)
+            found = import_module(module)
+        except PackageImportFailed as exc:
+            if locator is None:
+                raise
+            raise locator.error(("requires", index), str(exc)) from None
         except ImportError as exc:
             missing.append(f"{entry} ({exc})")
             continue

@@ -144,6 +144,23 @@ def test_planted_fault_fails_through_the_plugin(pytester, specs):
     ])
 
 
+def test_a_required_package_that_fails_to_import_is_that_specs_error_naming_the_packages_line(pytester):
+    """torchao 0.18 on torch 2.6 raises AttributeError while it imports: the spec error called it 'a bug of
+    pytest-optimtest'. It is the package's, at its `requires` entry (or its `optimizer`), and no skip."""
+    pytester.makepyfile(builtforanothertorch="import torch\n\ntorch.utils._pytree.no_such_function_here(int)\n")
+    pytester.syspathinsert()
+    base = "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n"
+    pytester.makefile(".yaml", required=base + "requires: [torch, builtforanothertorch]\n",
+                      named="optimizer: builtforanothertorch:Opt\n", fine=base)
+    result = pytester.runpytest_inprocess("--optim-spec", ".", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=2)
+    said = ("*importing builtforanothertorch raised AttributeError: module 'torch.utils._pytree' has no attribute "
+            "'no_such_function_here' at *builtforanothertorch.py:3 in <module>: the package's doing, not the spec's*")
+    result.stdout.fnmatch_lines(["*invalid optimizer spec: *named.yaml:1: [[]optimizer[]] *" + said.lstrip("*"),
+                                 "*invalid optimizer spec: *required.yaml:4: [[]requires[[]1[]][]] " + said.lstrip("*")])
+    assert "bug of pytest-optimtest" not in result.stdout.str()
+
+
 def test_a_spec_whose_requirement_is_missing_is_one_skip_saying_which(pytester):
     base = "optimizer: torch.optim.SGD\nkwargs: {lr: 0.1}\n"
     pytester.makefile(".yaml", absent_module=base + "requires: [no_such_package]\n",

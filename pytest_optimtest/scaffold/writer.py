@@ -263,7 +263,7 @@ def _write_starter_spec(optimizer: str, output: Path | None, out: TextIO, err: T
     path.write_text(text)
     try:
         spec, locator = project_registry(path).load_spec(path)
-        missing = missing_requirements(spec)
+        missing = missing_requirements(spec, locator)
         if missing:  # what init could not import, the user installs: until then every item skips saying so
             print(f"wrote {path}: it {missing}, so its items skip until it is installed", file=out)
             return 0

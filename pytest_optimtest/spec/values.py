@@ -24,6 +24,7 @@ import contextvars
 import functools
 import importlib
 import inspect
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -235,6 +236,31 @@ def _loss_taking_methods(cls: type) -> list[str]:
     return found
 
 
+class PackageImportFailed(ImportError):
+    """A module that raised something other than ImportError while importing (a package built for
+    another torch: torchao 0.18 on torch 2.6 calls a `torch.utils._pytree` function 2.6 lacks)."""
+
+    def __init__(self, module_name: str, exc: Exception) -> None:
+        import torch  # the release the package failed on, named in the message; torch is imported by now
+
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        first = (str(exc).splitlines() or [""])[0][:300]
+        super().__init__(f"importing {module_name} raised {type(exc).__name__}: {first}{where}: the package's doing, not "
+                         f"the spec's (a package that does not support torch {torch.__version__} fails so)")
+
+
+def import_module(name: str) -> Any:
+    """importlib.import_module, where any other error than ImportError that the module raises while it
+    imports is a PackageImportFailed naming the package's line."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise
+    except Exception as exc:  # noqa: BLE001  # whatever the package raises is the package's, said as such
+        raise PackageImportFailed(name, exc) from exc
+
+
 def resolve(path: str) -> Any:
     """'pkg.mod:attr' or 'pkg.mod.attr' -> the object; ImportError with a suggestion otherwise."""
     from .errors import did_you_mean
@@ -247,7 +273,7 @@ def resolve(path: str) -> Any:
     if not module_name or not attr:
         raise ImportError(f"expected an import path like 'torch.optim.Adam' or 'mypkg.optim:Lion', got {path!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = import_module(module_name)
     except ImportError as exc:
         raise ImportError(f"cannot import module {module_name!r} for {path!r}: {exc}") from None
     obj = module
