@@ -162,8 +162,10 @@ def skipped_inlining_cause(reason: str, inline_failures: Counter) -> str:
     counted inlining functions (the most frequent, where there were several), naming f and ending with `reason`
     (`break_site` finds the break by it)."""
     found = _SKIPPED_INLINING.fullmatch(reason)
+    if found is None:
+        return reason
     causes = [failure for failure, _ in inline_failures.most_common() if not _SKIPPED_INLINING.match(failure)]
-    if found is None or not causes:
+    if not causes:
         return reason
     name, file, line = found.groups()
     head, _, rest = causes[0].strip().partition("\n")
