@@ -1681,3 +1681,36 @@ class WaitingSGD(PlainSGD):
                     state["step"] = state.get("step", 0) + 1
                     if state["step"] > 4:
                         p.add_(p.grad, alpha=-group["lr"])
+
+
+class _KernelLoader:
+    """A loader of compiled kernels that finds none it can use here (ColossalAI's CPUAdamLoader, whose x86
+    kernel is a CUDA extension: available only where CUDA is)."""
+
+    def load(self) -> None:
+        raise AssertionError(f"No usable kernel found for {type(self).__name__} on the current machine.")
+
+
+class NoUsableKernelAdam(PlainSGD):
+    """A constructor that loads its kernel as it constructs (ColossalAI's CPUAdam, HybridAdam, FusedAdam): init
+    called its refusal a check of the params' values and said to give a model it takes."""
+
+    def __init__(self, params, lr: float = 1e-3) -> None:
+        super().__init__(params, lr=lr)
+        _KernelLoader().load()
+
+
+class _OldBase(PlainSGD):
+    """A base class whose constructor dropped a keyword its subclasses still pass (bitsandbytes 0.50's
+    Optimizer2State and `percentile_clipping`)."""
+
+    def __init__(self, params, lr: float = 1e-3) -> None:
+        super().__init__(params, lr)
+
+
+class StaleKeywordSGD(_OldBase):
+    """A constructor that passes its base a keyword the installed base no longer takes (ColossalAI 0.5's
+    GaLoreAdamW8bit over bitsandbytes 0.50): init said it takes params in a form it could not find."""
+
+    def __init__(self, params, lr: float = 1e-3, percentile_clipping: int = 100) -> None:
+        super().__init__(params, lr=lr, percentile_clipping=percentile_clipping)  # type: ignore[call-arg]

@@ -592,6 +592,8 @@ def test_init_gives_an_optimizer_whose_defaults_need_cuda_its_cpu_switches_and_a
     ("planted_unseen:NoDriverSGD", r"RuntimeError: 0 active drivers \(\[\]\)\. There should only be one\., at "),
     ("planted_unseen:Bf16GpuSGD", r"RuntimeError: Weights should be on gpu, at .*planted_unseen\.py:\d+ in _update"),
     ("planted_unseen:CpuBackendRefusingSGD", r"ValueError: This op had not been implemented on CPU backend\., at "),
+    ("planted_unseen:NoUsableKernelAdam", r"AssertionError: No usable kernel found for _KernelLoader on the current "
+                                          r"machine\., at .*planted_unseen\.py:\d+ in load"),
 ])
 def test_init_writes_a_cuda_only_spec_for_an_optimizer_that_needs_cuda_to_step(tmp_path, capsys, optimizer, said):
     """muonium's Muon, and Triton's kernels ("0 active drivers"): init called them the optimizer's own error and a
@@ -606,6 +608,22 @@ def test_init_writes_a_cuda_only_spec_for_an_optimizer_that_needs_cuda_to_step(t
     assert re.search(r"# it needs CUDA, and init ran without a GPU: " + said, text), text
     assert "devices: [cuda]" in text and "\nskip:" not in text and "laws on by default failed" not in capsys.readouterr().out
     assert [case.device for case in cases_from(tmp_path, text)] == ["cuda"]  # the spec loads; its one case is CUDA's
+
+
+def test_init_says_a_constructor_whose_own_call_raises_is_no_params_form_to_fill_in(tmp_path, capsys):
+    """ColossalAI 0.5's GaLoreAdamW8bit and DistGaloreAwamW pass bitsandbytes 0.50's Optimizer2State a keyword it
+    dropped: init said they take "params in a form init could not find" and to give `params` groups."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:StaleKeywordSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert re.search(r"its constructor raises in a call of its own \(TypeError: _OldBase.__init__\(\) got an unexpected "
+                     r"keyword argument 'percentile_clipping', at .*planted_unseen\.py:\d+ in __init__\): the function "
+                     r"it calls does not take those arguments", text), text
+    assert "form init could not find" not in text and "give `params`" not in text
+    assert all(case.skip for case in cases_from(tmp_path, text))  # a spec that loads, and says why each item skips
 
 
 def test_init_finds_an_optimizer_whose_constructor_takes_bf16_params_only(tmp_path, capsys):

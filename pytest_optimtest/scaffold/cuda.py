@@ -16,9 +16,10 @@ from .probe import _construct, _bf16_two_linear, _located, _raising_line, _stepp
 
 # What an error raised without a GPU says when the code wants one: a check of its own (FlashAdam's "Quantization
 # requires a CUDA device."), Triton finding no driver ("0 active drivers"), an assert on `is_cuda` (muonium's), a
-# kernel the CPU lacks (DeepSpeed's FusedLamb: "This op had not been implemented on CPU backend.").
-_WANTS_CUDA = re.compile(r"\bcuda\b|is_cuda|\bgpus?\b|nvidia|active drivers|implemented (?:on|for) (?:the )?cpu\b",
-                         re.IGNORECASE)
+# kernel the CPU lacks (DeepSpeed's FusedLamb: "This op had not been implemented on CPU backend."; ColossalAI's
+# CPUAdam, whose kernel builds as a CUDA extension: "No usable kernel found for CPUAdamLoader on the current machine.").
+_WANTS_CUDA = re.compile(r"\bcuda\b|is_cuda|\bgpus?\b|nvidia|active drivers|implemented (?:on|for) (?:the )?cpu\b"
+                         r"|no usable kernel|on the current machine", re.IGNORECASE)
 
 
 def _names_cuda(problem: str) -> bool:

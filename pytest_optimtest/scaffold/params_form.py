@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..harness.blame import one_line
+from ..harness.blame import blame, one_line
 from ..models import two_diagonal, two_linear, two_linear_no_bias
 from ..spec.schema import ParamGroup
 from ..spec.values import KWARG_OBJECTS, takes_a_model
@@ -49,7 +49,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
                                         f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
-    problems = {}
+    problems, misfits = {}, []
     factory: Any = two_linear
     for form in ("list", "named", "model"):
         try:
@@ -57,7 +57,10 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
             break
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
+            misfits.append(_call_misfit(exc))
     else:
+        if None not in misfits:  # its own call raised, whatever the form: no form or model would do
+            return "list", None, [f"# its constructor raises in a call of its own, whatever params it is given ({misfits[0]})"]
         half = next((f for f in ("list", "named", "model") if _constructs(cls, f, _bf16_two_linear, kwargs)), "")
         if half:  # a bf16-only optimizer that says so in its constructor (mpadam's MPAdam)
             lines = [*([] if half == "list" else [f"params: {half}"]),
@@ -139,9 +142,9 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     shown = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
     try:
         _construct(cls, "list", two_linear(), kwargs)
-        refusal = ""
+        refusal, misfit = "", None
     except Exception as exc:  # noqa: BLE001  # what it said of a plain list, which names what it wants instead
-        refusal = one_line(exc)
+        refusal, misfit = one_line(exc), _call_misfit(exc)
     head = [f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
             f"optimizer: {optimizer}", f"kwargs: {{{shown}}}"]
     default_case = ["cases:", "  - name: default", "devices: [cpu, cuda]"]
@@ -160,6 +163,10 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     taken = _step_arguments(cls)
     if taken is not None:  # no params form would do: no run of the plugin's calls such a step
         reason = _step_arguments_reason(taken)
+    if misfit is not None:  # no params form is at fault: the constructor's own call raised
+        reason = (f"its constructor raises in a call of its own ({misfit}): the function it calls does not take those "
+                  "arguments (a dependency whose installed version changed them?): the optimizer's doing, whatever "
+                  "params it is given; run init again where it constructs")
     players = _required_params_arguments(cls)
     loss = _loss_value_parameter(cls)
     if len(players) == 2 and loss is not None:  # CGDs' ACGD(max_params, min_params).step(loss): a min-max game
@@ -167,6 +174,22 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
                   f"(step({loss})): a two-player game's protocol, not torch.optim's: not supported")
     return "\n".join([*head, *(["params: model"] if form == "model" else []), *form_lines, *default_case,
                       "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
+
+
+# Python's words for a call whose arguments do not fit the function called
+_CALL_MISFIT = re.compile(r"unexpected keyword argument|takes \d+ positional arguments? but|missing \d+ required|"
+                          r"takes no arguments")
+
+
+def _call_misfit(exc: BaseException) -> str | None:
+    """The constructor's own call of a function with arguments it does not take, with the line that made it
+    (ColossalAI 0.5's GaLoreAdamW8bit passes `percentile_clipping` to bitsandbytes 0.50's Optimizer2State,
+    which dropped it); None for anything else, the constructor's own arguments too (Python raises those at
+    the plugin's call, in no frame of the user's)."""
+    if not isinstance(exc, TypeError) or not _CALL_MISFIT.search(str(exc)):
+        return None
+    where = blame(exc).where
+    return f"{one_line(exc)}, at {where}" if where else None
 
 
 _MISSING_ARGUMENTS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$")
