@@ -1714,3 +1714,18 @@ class StaleKeywordSGD(_OldBase):
 
     def __init__(self, params, lr: float = 1e-3, percentile_clipping: int = 100) -> None:
         super().__init__(params, lr=lr, percentile_clipping=percentile_clipping)  # type: ignore[call-arg]
+
+
+class SetUpFirstSGD(PlainSGD):
+    """SGD whose framework calls a method of its between construction and the first step, which makes what the
+    step reads (ColossalAI's DistributedLamb: setup_distributed() makes `self.is_dist`): init read the step's
+    AttributeError (and, over a dict keyed by id(p), its KeyError) as kwargs or param groups to fill in."""
+
+    def setup_distributed(self) -> None:
+        self.is_dist = {p: False for group in self.param_groups for p in group["params"]}
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not self.is_dist[p]:
+                    p.data.add_(p.grad, alpha=-group["lr"])

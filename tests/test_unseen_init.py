@@ -626,6 +626,18 @@ def test_init_says_a_constructor_whose_own_call_raises_is_no_params_form_to_fill
     assert all(case.skip for case in cases_from(tmp_path, text))  # a spec that loads, and says why each item skips
 
 
+def test_init_names_the_method_a_framework_calls_before_the_first_step(tmp_path, capsys):
+    """ColossalAI's DistributedLamb, DistributedCAME and DistributedAdaFactor read in their step what only their
+    setup_distributed() makes: init said to fill in kwargs, or param groups that set the key 140376217080112 (an id)."""
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:SetUpFirstSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert re.search(r"# one step over the default model raises \(AttributeError: 'SetUpFirstSGD' object has no attribute "
+                     r"'is_dist', at .*planted_unseen\.py:\d+ in _update\): its step reads self\.is_dist, which its "
+                     r"method setup_distributed\(\) sets: .* give `setup:` a function that calls it", text), text
+
+
 def test_init_finds_an_optimizer_whose_constructor_takes_bf16_params_only(tmp_path, capsys):
     """mpadam's MPAdam and MPAdamW: "Weight type should be either float16 or bfloat16" in the constructor read as
     "refused every params form", and init skipped every item."""

@@ -15,7 +15,8 @@ from ..models import two_diagonal, two_linear, two_linear_no_bias
 from ..spec.schema import ParamGroup
 from ..spec.values import KWARG_OBJECTS, takes_a_model
 from .lines import _skip_lines
-from .probe import _construct, _bf16_two_linear, _constructs, _first_step_problem, _stepped, _stepped_with
+from .probe import (_bf16_two_linear, _construct, _constructs, _first_step_problem, _probed_class, _raising_line,
+                    _stepped, _stepped_with)
 from .step_protocol import (_backward_protocol, _loss_value_parameter, _missing_module, _step_arguments,
                             _step_arguments_reason, _unsteppable)
 
@@ -67,7 +68,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                      f"dtypes: [bfloat16]  # its constructor refuses float32 params and takes bf16 ones: {problems[half]}"]
             step_problem = _stepped(cls, half, kwargs, two_linear, steps=1, dtype=torch.bfloat16)[1]
             return half, two_linear, lines + ([f"# one step over bf16 params raises ({step_problem}): "
-                                               f"{_what_to_fill_in(step_problem)}"] if step_problem else [])
+                                               f"{_what_to_fill_in(step_problem, cls)}"] if step_problem else [])
         form = next((f for f in ("list", "named", "model") if _constructs(cls, f, two_linear_no_bias, kwargs)), "")
         if not form:
             flagged = [ParamGroup(min_ndim=2, use_muon=True), ParamGroup(use_muon=False)]
@@ -123,7 +124,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         lines += _skip_lines(*skip)
         return form, factory, lines
     if step_problem:
-        lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
+        lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem, cls)}")
     return form, factory, lines
 
 
@@ -236,8 +237,13 @@ def _extra_positional(cls: type) -> str | None:
     return next((p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.VAR_POSITIONAL), None)
 
 
-def _what_to_fill_in(step_problem: str) -> str:
+def _what_to_fill_in(step_problem: str, cls: Any = None) -> str:
     """What a spec could give a step that raised `step_problem` over the default model and params."""
+    set_up = _set_up_by(cls, step_problem) if cls is not None else None
+    if set_up is not None:  # a framework's protocol: a method it calls between construction and the first step
+        method, attribute = set_up
+        return (f"its step reads self.{attribute}, which its method {method}() sets: it expects {method}() called before "
+                f"it steps (its framework's protocol); give `setup:` a function that calls it (docs/specs.md)")
     if step_problem.startswith("KeyError"):  # a group key the step reads (Muon hybrids' use_muon), or a dict of its own
         key = step_problem.partition(", at ")[0].removeprefix("KeyError: ")
         return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
@@ -247,3 +253,24 @@ def _what_to_fill_in(step_problem: str) -> str:
         return "fill in a `model` whose params it steps, or `params` groups that select them"
     return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
             "it needs, if it needs more than the defaults")
+
+
+def _set_up_by(cls: Any, step_problem: str) -> tuple[str, str] | None:
+    """(method, attribute): a method of the optimizer's, neither its constructor nor its step, that sets or fills an
+    attribute of `self` the step's raising line reads (ColossalAI's DistributedLamb reads `self.is_dist[p]`, which
+    only setup_distributed() makes), or None."""
+    read = set(re.findall(r"\bself\.(\w+)", _raising_line(step_problem)))
+    for klass in inspect.getmro(_probed_class(cls)):
+        if klass.__module__.split(".")[0] in ("torch", "builtins"):
+            continue
+        for name, function in vars(klass).items():
+            if name in ("__init__", "step") or not inspect.isfunction(function):
+                continue
+            try:
+                source = inspect.getsource(function)
+            except (OSError, TypeError):  # no source to read (a C extension's, a lambda made at runtime)
+                continue
+            written = next((a for a in sorted(read) if re.search(rf"\bself\.{a}\s*(\[[^\]]*\]\s*)?=(?!=)", source)), None)
+            if written is not None:
+                return name, written
+    return None
