@@ -1729,3 +1729,27 @@ class SetUpFirstSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None and not self.is_dist[p]:
                     p.data.add_(p.grad, alpha=-group["lr"])
+
+
+class DisabledFactorCounterSGD(PlainSGD):
+    """SGD whose update is scaled by a factor a dynamo-disabled method returns and divided by a per-param step
+    counter it makes lazily, keeping the factor as an attribute (olmo-core's SkipStepAdamW and SkipStepLion:
+    get_step_factor() is torch._dynamo.disable()d). Correct; torch 2.13's inductor makes the counters one
+    buffer, and its dynamo drops the attribute write."""
+
+    @torch._dynamo.disable()
+    def factor(self) -> torch.Tensor:
+        return torch.tensor(1.0)
+
+    def _update(self) -> None:
+        factor = self.factor()
+        self.skipped = 1 - factor
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.zeros((), device=p.device)
+                state["step"].add_(factor)
+                p.add_(p.grad / state["step"], alpha=-group["lr"])

@@ -72,7 +72,7 @@ class CompiledRun:
     closure: ClosureCompiles = field(default_factory=ClosureCompiles)  # what the closure's own frames compiled
     compiled_step_seconds: list[float] = field(default_factory=list)
     eager_step_seconds: list[float] = field(default_factory=list)
-    eager_aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or grad
+    eager_aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param, a grad or each other
     compiled_aliases: set[str] = field(default_factory=set)
     draws_random: bool = False  # the eager step advanced the global RNG
     diagnoses: list[str] = field(default_factory=list)  # parity's, when it found differences

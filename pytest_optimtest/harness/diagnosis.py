@@ -306,12 +306,25 @@ def _aot_eager(run: Any, aliased: bool = False) -> str:
     if not found:
         return (f"torch's doing (inductor): compiled with aot_eager (dynamo and AOTAutograd, no inductor) the {run.steps} "
                 f"steps match eager, so inductor's code generation makes the difference; {_reproduce(case)}")
+    ours = {_differing(d) for d in snapshot_differences(run.eager, run.compiled, case.tolerance)} if run.compiled else set()
+    theirs = {_differing(d) for d in found}
+    if theirs < ours:  # two causes: what aot_eager shares is dynamo's graph, the rest inductor's code
+        rest = sorted(ours - theirs)
+        return (f"compiled with aot_eager (no inductor) the step differs from eager in {', '.join(sorted(theirs))} alone: "
+                f"those are in the graph dynamo traced; the other {len(rest)} values ({', '.join(rest[:3])}"
+                f"{', ...' if len(rest) > 3 else ''}) match eager there, so inductor's code makes them: torch's doing "
+                f"(inductor); {_reproduce(case)}")
     if aliased:  # the aliasing found above is then made before inductor: one cause, one owner
         return (f"compiled with aot_eager (no inductor) the step differs from eager too ({len(found)} values): the aliasing "
                 f"above is made before inductor's code (dynamo and AOTAutograd), torch's doing still; {_reproduce(case)}")
     return (f"compiled with aot_eager (no inductor) the step differs from eager too ({len(found)} values): the difference "
             "is in the graph dynamo traced (a Python effect it did not capture, or the optimizer's reliance on eager-only "
             f"behaviour), not in inductor's code; {_reproduce(case)}")
+
+
+def _differing(difference: str) -> str:
+    """What a difference of snapshot_differences' is about: `param['0.weight']`, `optimizer attribute['n']`."""
+    return difference.partition(": ")[0]
 
 
 def _dropped_attribute_writes(run: Any) -> list[str]:
@@ -447,13 +460,21 @@ def optimizer_attribute_writes_under_dynamo() -> str:
 def _storage_and_rng(run: Any, rerun: bool = True) -> list[str]:
     lines = []
     aliased = sorted(run.compiled_aliases - run.eager_aliases)
-    if aliased:
-        shown = "; ".join(aliased[:3]) + (f"; and {len(aliased) - 3} more" if len(aliased) > 3 else "")
+    with_inputs = [alias for alias in aliased if not alias.rsplit(" shares storage with ", 1)[1].startswith("state[")]
+    if with_inputs:
+        shown = "; ".join(with_inputs[:3]) + (f"; and {len(with_inputs) - 3} more" if len(with_inputs) > 3 else "")
         lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: the compiled step handed "
                      "an input back as the new state buffer (a buffer made lazily in step, e.g. zeros_like(p) then "
                      "mul_().add_(grad)), so the next grad, or one zeroed in place, rewrites the optimizer's state (and "
                      "where the step rebinds it, the graph compiled while the two aliased reads one for the other); "
                      "plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")
+    between_states = [alias for alias in aliased if alias not in with_inputs]
+    if between_states:
+        shown = "; ".join(between_states[:3]) + (f"; and {len(between_states) - 3} more" if len(between_states) > 3 else "")
+        lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: the compiled step made "
+                     "those state tensors, which it creates lazily, as one buffer, so a write to one writes them all (a "
+                     "per-param counter advances once for every param that shares it), and every difference that follows "
+                     "is torch's; plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")
     if run.draws_random and not run.case.fallback_random:
         found = _rerun(replace(run.case, fallback_random=True), run.steps) if rerun else None
         verdict = ("" if found is None else "; rerun so, it matches eager: the RNG is the whole difference, not the "
@@ -478,6 +499,28 @@ def _alias_reproducer() -> bool:
 
     torch.compile(step)()
     return storage_pointer(state["buf"]) == storage_pointer(grad)
+
+
+def _shared_lazy_state_reproducer() -> bool:
+    """Plain torch: whether two counters a compiled step creates after a dynamo-disabled call come back as one
+    buffer (torch 2.13's inductor; olmo-core's SkipStepAdamW)."""
+    counters: dict[int, torch.Tensor] = {}
+
+    @torch._dynamo.disable()
+    def factor() -> torch.Tensor:
+        return torch.tensor(1.0)
+
+    def step() -> None:
+        f = factor()
+        for i in (0, 1):
+            if i not in counters:
+                counters[i] = torch.zeros(())
+            counters[i].add_(f)
+
+    torch_api.reset_compile_state()
+    torch.compile(step)()
+    torch_api.reset_compile_state()
+    return storage_pointer(counters[0]) == storage_pointer(counters[1])
 
 
 def loses_yield_from_results() -> bool:
@@ -523,6 +566,9 @@ if __name__ == "__main__":
     shared = _alias_reproducer()
     print(f"torch {torch.__version__}: the compiled step's new momentum buffer "
           + ("shares the grad's storage (the bug is present)" if shared else "has storage of its own (no aliasing)"))
+    one_buffer = _shared_lazy_state_reproducer()
+    print(f"torch {torch.__version__}: two counters a compiled step makes after a dynamo-disabled call "
+          + ("are one buffer (the bug is present)" if one_buffer else "are two buffers (no aliasing)"))
     writes = optimizer_attribute_writes_under_dynamo()
     print(f"torch {torch.__version__}: `self.count += 1` in an optimizer's compiled step "
           + {"dropped": "is lost (the bug is present)", "kept": "is written back (no dropped writes)"}.get(

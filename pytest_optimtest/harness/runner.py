@@ -115,7 +115,7 @@ class Run:
     break_sites: dict[str, str] = field(default_factory=dict)  # reason -> 'file:line' of the user code it broke at
     perturbations: list[PerturbationOutcome] = field(default_factory=list)
     perturbation_failure: PerturbationFailure | None = None  # the perturbation (or the step after it) that raised
-    aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param or a grad, after any step
+    aliases: set[str] = field(default_factory=set)  # state tensors sharing storage with a param, a grad or each other, after any step
     closure_calls: int = 0
     step_seconds: list[float] = field(default_factory=list)
     draws: tuple[str, ...] = ()  # the global RNGs the steps advanced: "torch", "python"

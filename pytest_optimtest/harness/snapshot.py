@@ -303,7 +303,9 @@ def tensors_in(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:
 
 
 def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[str]:
-    """'state[key] of param shares storage with param.grad' for each state tensor that does."""
+    """'state[key] of param shares storage with param.grad' for each state tensor that shares storage with
+    a param, a grad, or a state tensor before it (inductor gave two state tensors a step made lazily one
+    buffer: olmo-core's SkipStepAdamW's per-param `step` counters on torch 2.13)."""
     owners: dict[int | None, str] = {}
     for name, p in model.named_parameters():
         owners.setdefault(storage_pointer(p), name)
@@ -315,9 +317,13 @@ def storage_aliases(opt: torch.optim.Optimizer, model: torch.nn.Module) -> set[s
     for param, state in getattr(opt, "state", {}).items():
         for key, entry in state.items() if isinstance(state, dict) else ():
             for inner, value in tensors_in(entry):  # inside an object of its own too (flashoptim's quantized state)
-                if value.numel() and storage_pointer(value) in owners:
-                    found.add(f"state[{key!r}]{inner} of {names.get(param, '?')} shares storage with "
-                              f"{owners[storage_pointer(value)]}")
+                pointer = storage_pointer(value)
+                if not value.numel() or pointer is None:
+                    continue
+                this = f"state[{key!r}]{inner} of {names.get(param, '?')}"
+                if pointer in owners:
+                    found.add(f"{this} shares storage with {owners[pointer]}")
+                owners.setdefault(pointer, this)
     return found
 
 
