@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,7 +151,8 @@ def case_items(parent: pytest.Collector, case: Any, prefix: str = "") -> Iterato
     for name in case.checks:
         item = CheckItem.from_parent(parent, name=prefix + name, case=case, check=name)
         if name in case.xfail:
-            item.add_marker(pytest.mark.xfail(reason=case.xfail[name], strict=True))
+            matched = name in getattr(case, "xfail_match", {})  # then a mismatch is pytest.fail's, which raises=Exception lets through
+            item.add_marker(pytest.mark.xfail(reason=case.xfail[name], strict=True, raises=Exception if matched else None))
         yield item
     if parent.config.getoption("optim_benchmark") and isinstance(case, Case) and not case.closure \
             and case.scheduler is None:
@@ -187,8 +189,24 @@ class CheckItem(pytest.Item):
         _session(self).setup_item(self)
 
     def runtest(self) -> None:
-        summary = _session(self).run_item(self)
+        expected = self.case.xfail_match.get(self.check) if hasattr(self.case, "xfail_match") else None
+        summary = _session(self).run_item(self) if expected is None else self._run_expecting(expected)
         self.add_report_section("call", "optimtest", str(summary or ""))  # shown by -rP / -rA; a plain str crosses to xdist's controller
+
+    def _run_expecting(self, pattern: str) -> Any:
+        """Runs an item whose xfail rule says which failure it expects: another failure is a red naming both
+        (pytest's xfail, given raises=Exception, lets through what pytest.fail raises)."""
+        try:
+            return _session(self).run_item(self)
+        except (Exception, pytest.fail.Exception) as exc:
+            text = "\n".join([failure_text(exc, _session(self).registry[self.check].run), *self.diagnoses])
+            if re.search(pattern, text):
+                if isinstance(exc, pytest.fail.Exception):  # a crash, say, as its rule expects: failing as declared
+                    raise AssertionError(str(exc)) from exc
+                raise
+            pytest.fail(f"{self.case.id}: it failed, but not as its xfail rule in {shown_path(self.case.spec_path)} "
+                        f"expects (match: {pattern!r}; reason: {self.case.xfail[self.check]}); it failed so:\n{text}",
+                        pytrace=False)
 
     def teardown(self) -> None:
         _session(self).teardown_item(self)

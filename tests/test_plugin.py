@@ -6,6 +6,7 @@ imported, and torch cannot register their operator libraries twice.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -173,3 +174,47 @@ def test_a_spec_whose_requirement_is_missing_is_one_skip_saying_which(pytester):
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*requires no_such_package (No module named 'no_such_package'): not available here*",
                                  "*requires torch.optim:NoSuchOptimizer (the installed torch * has no torch.optim.NoSuchOptimizer): not available here*"])
+
+
+DRIFT = """
+    import torch
+    class Drift(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr})
+        @torch.no_grad()
+        def step(self, closure=None):
+            for p in self.param_groups[0]["params"]:
+                p.add_(p.grad, alpha=-0.1)
+                if torch.compiler.is_compiling():
+                    p.mul_(1.001)
+"""
+
+
+def test_an_xfail_rule_with_match_fails_an_item_that_fails_otherwise(pytester, specs):
+    """An xfail passed whatever the failure: bitsandbytes' AdamW8bit, expected to fail for inductor's frozen storage,
+    failed on torch 2.9 to 2.11 for dynamo's AttributeMutation assertion, and pytest counted it as expected."""
+    pytester.makepyfile(drift=DRIFT)
+    rule = "xfail:\n  - checks: [parity]\n    reason: compiled differs\n    match: {match}\n"
+    specs(right="optimizer: drift:Drift\nchecks: [parity]\n" + rule.format(match="'compiled step differs from eager'"),
+          wrong="optimizer: drift:Drift\nchecks: [parity]\n" + rule.format(match="'frozen storage'"),
+          plain="optimizer: drift:Drift\nchecks: [parity]\n" + rule.replace("    match: {match}\n", ""))
+    result = run_pytest(pytester, "--optim-spec", "specs", "--optim-device", "cpu", "-rxf")
+    result.assert_outcomes(failed=1, xfailed=2)
+    out = result.stdout.str()
+    assert re.search(r"FAILED specs/wrong\.yaml::drift-default-cpu::parity", out), out
+    assert re.search(r"drift-default-cpu: it failed, but not as its xfail rule in \S*wrong\.yaml expects \(match: "
+                     r"'frozen storage'; reason: compiled differs\); it failed so:\n.*compiled step differs from eager", out), out
+
+
+@pytest.mark.parametrize("rule, said", [
+    ("xfail: [{checks: [parity], reason: r, match: '(unclosed'}]", r"xfail\[0\]\.match.*not a regular expression"),
+    ("skip: [{checks: [parity], reason: r, match: x}]", r"skip\[0\]\.match"),
+])
+def test_a_bad_match_is_the_specs_error_at_its_key(tmp_path, rule, said):
+    from pytest_optimtest.spec import SpecError, load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text(f"optimizer: torch.optim.SGD\nkwargs: {{lr: 0.1}}\n{rule}\n")
+    with pytest.raises(SpecError) as error:
+        load_spec(path)
+    assert re.search(said, str(error.value)), str(error.value)

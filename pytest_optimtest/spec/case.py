@@ -60,6 +60,7 @@ class Case:
     checks: tuple[str, ...] = ("parity", "kernel_count")
     skip: dict[str, str] = field(default_factory=dict)  # check -> reason
     xfail: dict[str, str] = field(default_factory=dict)
+    xfail_match: dict[str, str] = field(default_factory=dict)  # check -> the failure its xfail rule expects (a regex)
     sections: dict[str, Any] = field(default_factory=dict)  # spec key -> a check's section (validated model)
     expected: dict[str, Any] = field(default_factory=dict)  # check name -> what its `expect` made of this case
 
@@ -143,6 +144,7 @@ class FuzzCase:
     checks: tuple[str, ...] = ()
     skip: dict[str, str] = field(default_factory=dict)
     xfail: dict[str, str] = field(default_factory=dict)
+    xfail_match: dict[str, str] = field(default_factory=dict)
     # the spec's optimizer, whose report rows these are even where no case is drawable; None for
     # module-tree properties
     optimizer: str | None = None

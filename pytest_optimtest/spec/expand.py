@@ -122,7 +122,8 @@ def _fuzz_cases(spec: Spec, locator: Locator, prefix: str, cases: list[Case], op
             cases=tuple(c for c in cases if c.device == device and (not c.closure or c.closure_forms == (True,))
                         and c.scheduler is None and c.dtype == "float32"),
             checks=checks, skip=_rule_reasons(spec.skip, case_id, device, checks),
-            xfail=_rule_reasons(spec.xfail, case_id, device, checks), optimizer=spec.optimizer,
+            xfail=_rule_reasons(spec.xfail, case_id, device, checks),
+            xfail_match=_rule_matches(spec.xfail, case_id, device, checks), optimizer=spec.optimizer,
         ))
     return out
 
@@ -202,6 +203,7 @@ def _make_case(spec: Spec, entry: CaseSpec, locator: Locator, line: int | None, 
         checks=applied,
         skip=_rule_reasons(spec.skip, case_id, device, applied, variant.dtype),
         xfail=_rule_reasons(spec.xfail, case_id, device, applied, variant.dtype),
+        xfail_match=_rule_matches(spec.xfail, case_id, device, applied, variant.dtype),
         sections=per_variant.sections,
         expected=per_variant.expected(applied, case_id, device),
     )
@@ -322,13 +324,25 @@ def _scheduler_names(entry: CaseSpec, schedulers: dict[str, Any]) -> list[str | 
 
 def _rule_reasons(rules: list, case_id: str, device: str, checks: tuple[str, ...],
                   dtype: str = "float32") -> dict[str, str]:
-    reasons: dict[str, str] = {}
+    return {check: rule.reason for check, rule in _rules_by_check(rules, case_id, device, checks, dtype).items()}
+
+
+def _rule_matches(rules: list, case_id: str, device: str, checks: tuple[str, ...],
+                  dtype: str = "float32") -> dict[str, str]:
+    """check -> the failure its xfail rule expects, for the rules that say (`match`)."""
+    return {check: rule.match for check, rule in _rules_by_check(rules, case_id, device, checks, dtype).items()
+            if getattr(rule, "match", None) is not None}
+
+
+def _rules_by_check(rules: list, case_id: str, device: str, checks: tuple[str, ...], dtype: str) -> dict[str, Any]:
+    """check -> the first rule that holds for it on this case (its reason is the one shown)."""
+    found: dict[str, Any] = {}
     for rule in rules:
         if (fnmatch.fnmatchcase(case_id, rule.cases) and (rule.devices is None or device in rule.devices)
                 and (rule.dtypes is None or dtype in rule.dtypes)):
             for check in rule.checks or checks:
-                reasons.setdefault(check, rule.reason)
-    return reasons
+                found.setdefault(check, rule)
+    return found
 
 
 def _resolve_optimizer(path: str, locator: Locator) -> type:

@@ -97,6 +97,23 @@ class Rule(StrictModel):
         return versions
 
 
+class XfailRule(Rule):
+    """An expected failure; with `match`, the failure it expects, so that another one is a red."""
+
+    match: str | None = Field(None, description="a regular expression (re.search) the failure's text must contain: a "
+                              "failure that does not is a red naming the rule and what failed instead")
+
+    @field_validator("match")
+    @classmethod
+    def _pattern(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return pattern
+
+
 class GridAxis(StrictModel):
     """One flag crossed with every case; `devices` limits where it varies."""
 
@@ -340,7 +357,8 @@ class Spec(StrictModel):
         None, description="checks to run (default: every registered check); each applies to the cases it can say something about"
     )
     skip: list[Rule] = Field([], description="tests not to run, each rule with its reason")
-    xfail: list[Rule] = Field([], description="tests expected to fail (strict: a pass is red), each rule with its reason")
+    xfail: list[XfailRule] = Field([], description="tests expected to fail (strict: a pass is red), each rule with its "
+                                   "reason, and with `match` the failure it expects")
 
     @field_validator("tolerance", mode="before")
     @classmethod
