@@ -199,7 +199,8 @@ class CheckItem(pytest.Item):
         try:
             return _session(self).run_item(self)
         except (Exception, pytest.fail.Exception) as exc:
-            text = "\n".join([failure_text(exc, _session(self).registry[self.check].run), *self.diagnoses])
+            text = "\n".join([failure_text(exc, _session(self).registry[self.check].run), *self.diagnoses,
+                              *_causes(exc)])
             if re.search(pattern, text):
                 if isinstance(exc, pytest.fail.Exception):  # a crash, say, as its rule expects: failing as declared
                     raise AssertionError(str(exc)) from exc
@@ -242,11 +243,23 @@ def _whose_and_reproducer(text: str, verdict: bool, case: Any, check: str) -> st
     return "".join(f"\n{line}" for line in lines)
 
 
+def _causes(exc: BaseException) -> list[str]:
+    """The whole text of the errors behind a red: a check blocked by its case's root cause fails as declared from
+    that cause's error, whose one-line summary (a compiled step's, say) leaves out what inductor said."""
+    found: list[str] = []
+    cause = exc.__cause__
+    while cause is not None and len(found) < 4:
+        found.append(f"{type(cause).__name__}: {cause}")
+        inner = getattr(cause, "error", None)  # CompiledStepOnlyError's, RungFailure's: the exception itself
+        cause = inner if isinstance(inner, BaseException) else cause.__cause__
+    return found
+
+
 def failure_text(exc: BaseException, check_run: Any) -> str:
     """A failure as the user needs it: a check's verdict as it is; an exception with whose doing it
     is (the optimizer's code, torch's, or this plugin's) and the user's file and line."""
-    if isinstance(exc, AssertionError) and _raised_in(exc, check_run):
-        return str(exc)
+    if isinstance(exc, AssertionError) and _raised_in(exc, check_run) or isinstance(exc, pytest.fail.Exception):
+        return str(exc)  # a verdict, or a red the plugin wrote with pytest.fail (a crash, an xfail's mismatch)
     cause = exc.error if isinstance(exc, CompiledStepOnlyError) else exc
     found = blame(cause, handler_frames=1 if isinstance(cause, CaseTimedOut) else 0)
     shown = bounded_message(cause)

@@ -501,7 +501,7 @@ def _raise_blocked(item: CheckItem, failure: RungFailure, kind: str) -> None:
     if kind == "blocked" and item.get_closest_marker("xfail") is not None:
         # the spec declares this check failing on the case: blocked by the root cause, it fails as declared
         # (strict: once the rung holds again, the check runs, and a pass tells the author to drop the xfail)
-        raise AssertionError(failure.blocked())
+        raise AssertionError(failure.blocked()) from failure.error  # its error's whole text, for a rule's `match`
     if kind == "blocked":
         raise Blocked(failure.blocked())
     item.root_cause = failure

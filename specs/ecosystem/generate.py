@@ -15,8 +15,8 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 # an xfail: (checks, verified mechanism), or with the torch releases (major.minor) it was seen failing on, where
-# it passes on others
-Rule = tuple[list[str], str] | tuple[list[str], str, list[str]]
+# it passes on others (None: every release), and then what its failure must say (the spec's `match`)
+Rule = tuple[list[str], str] | tuple[list[str], str, list[str] | None] | tuple[list[str], str, list[str] | None, str]
 LAW_CHECKS = ["law_equivalent", "law_untouched", "law_param_groups", "law_descent"]
 # issue 34's laws, on by default (a spec naming its checks names them too); their reds, as observed, in laws_on_by_default.json
 ON_BY_DEFAULT = ["law_grads_untouched", "law_closure_loss", "law_add_param_group", "law_group_hyperparameters",
@@ -253,7 +253,8 @@ def _low_bit_rules(path: str) -> dict[str, list[Rule]]:
     frozen = (ALL, "the compiled step fails at step 1 in inductor: 'cannot mutate tensors with frozen storage'. "
               "bitsandbytes' update_step runs p.data = p.data.contiguous() and then its custom op declared as mutating "
               "p; eager runs that, torch.compile does not, and without the .data assignment it compiles (torch's "
-              "doing). Repro: python specs/ecosystem/repro/frozen_storage.py (plain torch, no bitsandbytes)")
+              "doing). Repro: python specs/ecosystem/repro/frozen_storage.py (plain torch, no bitsandbytes)", None,
+              "frozen storage")
     float_arg = (ALL, "the compiled step fails at step 1: the step passes param_norm, a 0-d tensor (torch.norm), "
                  "for the float argument of its custom op bitsandbytes::optimizer_update_32bit; eager converts it "
                  "with an implicit .item(), and dynamo's fake tensors cannot ('cannot extract float from tensor with "
@@ -414,9 +415,11 @@ def spec_text(module: str, cls: str, kwargs: dict, extra: dict) -> str:
             lines += [f"  - checks: [{check}]", f"    reason: {_quoted(reason)}"]
     if rules or production:
         lines.append("xfail:")
-        for checks, reason, *releases in rules:
+        for checks, reason, *keyed in rules:
+            releases, match = (keyed + [None, None])[:2]
             lines += [f"  - checks: [{', '.join(checks)}]", f"    reason: {_quoted(reason)}"]
-            lines += [f"    torch: [{', '.join(map(_quoted, releases[0]))}]"] if releases else []
+            lines += [f"    torch: [{', '.join(map(_quoted, releases))}]"] if releases else []
+            lines += [f"    match: {_quoted(match)}"] if match else []
         for rule in production:
             lines += [f"  - cases: {_quoted(rule['cases'])}", f"    checks: [{', '.join(rule['checks'])}]",
                       f"    reason: {_quoted(rule['reason'])}"]
