@@ -122,19 +122,23 @@ def test_broken_spec_is_an_error_of_that_file_only(pytester, specs):
     assert "Traceback" not in result.stdout.str()
 
 
+# SGD that drifts under torch.compile only: a planted fault of the optimizer's
+DRIFT = """
+    import torch
+    class Drift(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr})
+        @torch.no_grad()
+        def step(self, closure=None):
+            for p in self.param_groups[0]["params"]:
+                p.add_(p.grad, alpha=-0.1)
+                if torch.compiler.is_compiling():
+                    p.mul_(1.001)
+"""
+
+
 def test_planted_fault_fails_through_the_plugin(pytester, specs):
-    pytester.makepyfile(drift="""
-        import torch
-        class Drift(torch.optim.Optimizer):
-            def __init__(self, params, lr=0.1):
-                super().__init__(params, {"lr": lr})
-            @torch.no_grad()
-            def step(self, closure=None):
-                for p in self.param_groups[0]["params"]:
-                    p.add_(p.grad, alpha=-0.1)
-                    if torch.compiler.is_compiling():
-                        p.mul_(1.001)
-    """)
+    pytester.makepyfile(drift=DRIFT)
     specs(drift=f'optimizer: drift:Drift\nchecks: [parity, kernel_count]\nkernel_counts: {{"{torch_version()}": {{cpu: 99}}}}\n')
     result = run_pytest(pytester, "--optim-spec", "specs")
     result.assert_outcomes(failed=2)
@@ -174,20 +178,6 @@ def test_a_spec_whose_requirement_is_missing_is_one_skip_saying_which(pytester):
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*requires no_such_package (No module named 'no_such_package'): not available here*",
                                  "*requires torch.optim:NoSuchOptimizer (the installed torch * has no torch.optim.NoSuchOptimizer): not available here*"])
-
-
-DRIFT = """
-    import torch
-    class Drift(torch.optim.Optimizer):
-        def __init__(self, params, lr=0.1):
-            super().__init__(params, {"lr": lr})
-        @torch.no_grad()
-        def step(self, closure=None):
-            for p in self.param_groups[0]["params"]:
-                p.add_(p.grad, alpha=-0.1)
-                if torch.compiler.is_compiling():
-                    p.mul_(1.001)
-"""
 
 
 def test_an_xfail_rule_with_match_fails_an_item_that_fails_otherwise(pytester, specs):
