@@ -123,12 +123,13 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
     if skip is not None:
         lines += _skip_lines(*skip)
         return form, factory, lines
-    if step_problem and _set_up_by(cls, step_problem) is not None:  # a call its framework makes first, which no run makes
+    set_up = _set_up_by(cls, step_problem) if step_problem else None
+    if set_up is not None:  # a call its framework makes first, which no run of the plugin's makes
         lines += _skip_lines(f"its step raised: {step_problem}",
-                             f"{_what_to_fill_in(step_problem, cls)}, and remove this skip (every run raises until then)")
+                             f"{_set_up_advice(*set_up)}, and remove this skip (every run raises until then)")
         return form, factory, lines
     if step_problem:
-        lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem, cls)}")
+        lines.append(f"# one step over the default model raises ({step_problem}): {_what_to_fill_in(step_problem)}")
     return form, factory, lines
 
 
@@ -245,9 +246,7 @@ def _what_to_fill_in(step_problem: str, cls: Any = None) -> str:
     """What a spec could give a step that raised `step_problem` over the default model and params."""
     set_up = _set_up_by(cls, step_problem) if cls is not None else None
     if set_up is not None:  # a framework's protocol: a method it calls between construction and the first step
-        method, attribute = set_up
-        return (f"its step reads self.{attribute}, which its method {method}() sets: it expects {method}() called before "
-                f"it steps (its framework's protocol); give `setup:` a function that calls it (docs/specs.md)")
+        return _set_up_advice(*set_up)
     if step_problem.startswith("KeyError"):  # a group key the step reads (Muon hybrids' use_muon), or a dict of its own
         key = step_problem.partition(", at ")[0].removeprefix("KeyError: ")
         return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
@@ -257,6 +256,11 @@ def _what_to_fill_in(step_problem: str, cls: Any = None) -> str:
         return "fill in a `model` whose params it steps, or `params` groups that select them"
     return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
             "it needs, if it needs more than the defaults")
+
+
+def _set_up_advice(method: str, attribute: str) -> str:
+    return (f"its step reads self.{attribute}, which its method {method}() sets: it expects {method}() called before it "
+            f"steps (its framework's protocol); give `setup:` a function that calls it (docs/specs.md)")
 
 
 def _set_up_by(cls: Any, step_problem: str) -> tuple[str, str] | None:
