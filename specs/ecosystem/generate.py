@@ -331,19 +331,18 @@ def _low_bit_rules(path: str) -> dict[str, list[Rule]]:
             "cell, a defaultdict, a dict and a list: a cache around torchao's compiled step (not isolated). Repro: "
             + repro.format(mode="leak"))
     blockwise = no_strategy("bitsandbytes.optimizer_update_8bit_blockwise", "'got mixed torch.Tensor and DTensor'")
-    bnb_8bit = [frozen, blockwise]
-    # seen on AdamW8bit, the CI subset's, run on every release: on 2.9 to 2.11 dynamo asserts before inductor meets
-    # the frozen storage (its other classes were run on 2.13 alone: their rule's match fails elsewhere, saying so)
+    # on 2.9 to 2.11 dynamo asserts before inductor meets the frozen storage (seen on AdamW8bit, the CI subset's, on
+    # 2.9 to 2.11, and on every class of `frozen` on 2.10 and 2.11: found by its `match`)
     attribute_mutation = (ALL, "the compiled step fails at step 1 in dynamo: AssertionError: Attempted setattr on a "
                           "user-defined object that does not have an AttributeMutation mutation_type, dynamo's assertion "
                           "on torch 2.9 to 2.11 (torch's doing), before inductor meets the frozen storage it fails on "
                           "elsewhere. Repro: " + repro.format(mode="compile"), ["2.9", "2.10", "2.11"], "AttributeMutation")
+    bnb_8bit = [attribute_mutation, frozen, blockwise]
     return {
         **{f"bitsandbytes.optim:{c}": bnb_8bit for c in (
-            "PagedAdamW8bit", "Lion8bit", "SGD8bit", "RMSprop8bit", "Adagrad8bit", "AdEMAMix8bit")},
-        "bitsandbytes.optim:AdamW8bit": [attribute_mutation, *bnb_8bit],
-        "bitsandbytes.optim:AdamW": [frozen, no_strategy("bitsandbytes.optimizer_update_32bit",
-                                                         "'does not have a sharding strategy registered'")],
+            "AdamW8bit", "PagedAdamW8bit", "Lion8bit", "SGD8bit", "RMSprop8bit", "Adagrad8bit", "AdEMAMix8bit")},
+        "bitsandbytes.optim:AdamW": [attribute_mutation, frozen, no_strategy("bitsandbytes.optimizer_update_32bit",
+                                                                             "'does not have a sharding strategy registered'")],
         **{f"bitsandbytes.optim:{c}": [float_arg, blockwise, zero_norm]
            for c in ("LAMB8bit", "LARS8bit")},
         "bitsandbytes.optim:AdEMAMix32bit": [ademamix],
