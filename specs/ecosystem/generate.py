@@ -149,7 +149,7 @@ MATCHES: dict[str, list[tuple[str, str]]] = {
                         ("compiles its fused update itself", "BackendCompilerFailed|fusions"),
                         ("disable_cache_limit", "disable_cache_limit"),
                         ("after a state_dict round trip", "is_preconditioning|__class__")],
-    "torch_optimizer:QHM": [("momentum buffers are created with zeros_like", "differs from eager")],
+    "torch_optimizer:QHM": [("momentum buffers are created with zeros_like", "shares storage with")],
     "torch_optimizer:RAdam": [("raises NameError", r"NameError: name 's\d+' is not defined"),
                               ("caches its step size per state['step'] % 10", "recompile"),
                               ("law param_groups: every group shares", "law param_groups broken")],
