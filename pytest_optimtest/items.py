@@ -151,7 +151,7 @@ def case_items(parent: pytest.Collector, case: Any, prefix: str = "") -> Iterato
     for name in case.checks:
         item = CheckItem.from_parent(parent, name=prefix + name, case=case, check=name)
         if name in case.xfail:
-            matched = name in getattr(case, "xfail_match", {})  # then a mismatch is pytest.fail's, which raises=Exception lets through
+            matched = name in case.xfail_match  # then a mismatch is pytest.fail's, which raises=Exception lets through
             item.add_marker(pytest.mark.xfail(reason=case.xfail[name], strict=True, raises=Exception if matched else None))
         yield item
     if parent.config.getoption("optim_benchmark") and isinstance(case, Case) and not case.closure \
@@ -189,7 +189,7 @@ class CheckItem(pytest.Item):
         _session(self).setup_item(self)
 
     def runtest(self) -> None:
-        expected = self.case.xfail_match.get(self.check) if hasattr(self.case, "xfail_match") else None
+        expected = self.case.xfail_match.get(self.check)
         summary = _session(self).run_item(self) if expected is None else self._run_expecting(expected)
         self.add_report_section("call", "optimtest", str(summary or ""))  # shown by -rP / -rA; a plain str crosses to xdist's controller
 

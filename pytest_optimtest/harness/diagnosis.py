@@ -462,16 +462,14 @@ def _storage_and_rng(run: Any, rerun: bool = True) -> list[str]:
     aliased = sorted(run.compiled_aliases - run.eager_aliases)
     with_inputs = [alias for alias in aliased if not alias.rsplit(" shares storage with ", 1)[1].startswith("state[")]
     if with_inputs:
-        shown = "; ".join(with_inputs[:3]) + (f"; and {len(with_inputs) - 3} more" if len(with_inputs) > 3 else "")
-        lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: the compiled step handed "
+        lines.append(f"torch's doing: in the compiled run {_aliases_shown(with_inputs)}, where eager's state does not: the compiled step handed "
                      "an input back as the new state buffer (a buffer made lazily in step, e.g. zeros_like(p) then "
                      "mul_().add_(grad)), so the next grad, or one zeroed in place, rewrites the optimizer's state (and "
                      "where the step rebinds it, the graph compiled while the two aliased reads one for the other); "
                      "plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")
     between_states = [alias for alias in aliased if alias not in with_inputs]
     if between_states:
-        shown = "; ".join(between_states[:3]) + (f"; and {len(between_states) - 3} more" if len(between_states) > 3 else "")
-        lines.append(f"torch's doing: in the compiled run {shown}, where eager's state does not: the compiled step made "
+        lines.append(f"torch's doing: in the compiled run {_aliases_shown(between_states)}, where eager's state does not: the compiled step made "
                      "those state tensors, which it creates lazily, as one buffer, so a write to one writes them all (a "
                      "per-param counter advances once for every param that shares it), and every difference that follows "
                      "is torch's; plain-torch reproducer: python -m pytest_optimtest.harness.diagnosis")
@@ -483,6 +481,11 @@ def _storage_and_rng(run: Any, rerun: bool = True) -> list[str]:
         lines.append("the optimizer draws random numbers in its step, and inductor's RNG is not eager's: set "
                      f"`fallback_random: true` in {shown_path(run.case.spec_path)} to compare them exactly{verdict}")
     return lines
+
+
+def _aliases_shown(aliases: list[str]) -> str:
+    """The first three, as recorded reasons quote them ("...; and 1 more"; _first_three writes "(and 1 more)")."""
+    return "; ".join(aliases[:3]) + (f"; and {len(aliases) - 3} more" if len(aliases) > 3 else "")
 
 
 def _alias_reproducer() -> bool:

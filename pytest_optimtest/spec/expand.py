@@ -331,7 +331,7 @@ def _rule_matches(rules: list, case_id: str, device: str, checks: tuple[str, ...
                   dtype: str = "float32") -> dict[str, str]:
     """check -> the failure its xfail rule expects, for the rules that say (`match`)."""
     return {check: rule.match for check, rule in _rules_by_check(rules, case_id, device, checks, dtype).items()
-            if getattr(rule, "match", None) is not None}
+            if rule.match is not None}
 
 
 def _rules_by_check(rules: list, case_id: str, device: str, checks: tuple[str, ...], dtype: str) -> dict[str, Any]:
