@@ -1292,6 +1292,21 @@ class InPlaceNormClampSGD(PlainSGD):
                     p.add_(p.grad / norm, alpha=-group["lr"])
 
 
+class ReducedNormSGD(PlainSGD):
+    """llm-foundry's DecoupledClipLion: it all-reduces each grad's squared norm across ranks, written for local
+    shards; over FSDP2's DTensor params the norm is already the whole param's, and DTensor registers no c10d
+    collective: "Operator c10d.allreduce_.default does not have a sharding strategy registered"."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    norm = torch.linalg.vector_norm(p.grad) ** 2
+                    if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+                        torch.distributed.all_reduce(norm)
+                    p.add_(p.grad / (norm.sqrt() + 1), alpha=-group["lr"])
+
+
 class PlainScalarStateSGD(PlainSGD):
     """timm's NvNovoGrad: a 0-d state made by torch.zeros([]), not from the param, written in place with a
     reduction of the grad: over FSDP2's DTensor params DTensor's dispatch raises a bare AssertionError."""
@@ -1714,6 +1729,69 @@ class StaleKeywordSGD(_OldBase):
 
     def __init__(self, params, lr: float = 1e-3, percentile_clipping: int = 100) -> None:
         super().__init__(params, lr=lr, percentile_clipping=percentile_clipping)  # type: ignore[call-arg]
+
+
+class PlaceholderSGD(torch.optim.Optimizer):
+    """A configuration that is no optimizer of its own (torchrec's SGD, Adam, LAMB...: fused-embedding settings
+    whose step raises NotImplementedError), and never calls Optimizer.__init__: init's probe called zero_grad()
+    before the step, read torch's AttributeError ('defaults') as the step's, and wrote a spec whose every case
+    was red with NotImplementedError."""
+
+    def __init__(self, params, **kwargs) -> None:  # noqa: D107  # pylint: disable=super-init-not-called
+        self._params = params
+        self._kwargs = kwargs
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        raise NotImplementedError
+
+
+class RemovedApiSGD(PlainSGD):
+    """SGD preconditioned by an eigendecomposition of statistics its forward hook gathers, through torch.symeig,
+    which torch removed (deepchem's KFACOptimizer): init read its step's RuntimeError as a call of the hook's method
+    owed before the first step, then, its message naming "the matrix", as a model to fill in."""
+
+    def __init__(self, params, lr: float = 0.1) -> None:
+        super().__init__(params, lr)
+        self.factors: dict = {}
+
+    def _save_input(self, p: torch.Tensor) -> None:
+        self.factors[p] = torch.eye(2)
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._save_input(p)
+                    eigenvalues, _ = torch.symeig(self.factors[p], eigenvectors=True)  # type: ignore[attr-defined]
+                    p.add_(p.grad, alpha=-group["lr"] / float(eigenvalues.max()))
+
+
+class NoOpWithoutLr(torch.optim.Optimizer):
+    """An optimizer that steps nothing on purpose and takes no lr (llm-foundry's NoOp): init's spec said nothing
+    of it, and every case was one red, 'the optimizer's step moved nothing'."""
+
+    def __init__(self, params) -> None:
+        super().__init__(params, {})
+
+    def step(self, closure=None):
+        return None if closure is None else closure()
+
+
+class UnsetFactorySGD(PlainSGD):
+    """SGD that builds an inner optimizer from a class argument whose default is None (Megatron's
+    HybridDeviceOptimizer and `cpu_optimizer_cls`): init said it takes params in a form it could not find."""
+
+    def __init__(self, params, lr: float = 1e-3, inner_cls=None) -> None:
+        super().__init__(params, lr)
+        self.inner_cls = inner_cls
+        self.inner = self._build([p for group in self.param_groups for p in group["params"]])
+
+    def _build(self, params: list) -> torch.optim.Optimizer:
+        return self.inner_cls(params, lr=self.defaults["lr"])
+
+    def _update(self) -> None:
+        self.inner.step()
 
 
 class SetUpFirstSGD(PlainSGD):

@@ -79,6 +79,7 @@ SPECS = {
     "caststate": "optimizer: planted_unseen:CastStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
+    "reducednorm": "optimizer: planted_unseen:ReducedNormSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "plainscalar": "optimizer: planted_unseen:PlainScalarStateSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "frames": "optimizer: planted_unseen:FramesSGD\nkwargs: {lr: 0.01}\nchecks: [graph_breaks, state_dict]\n",
     "normchecked": "optimizer: planted_unseen:NormCheckedSGD\nkwargs: {lr: 0.1}\nchecks: [law_descent]\nlaws: {descent: true}\n",
@@ -627,6 +628,17 @@ def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doin
         return
     assert "in-place operations that require placement changes are not supported" in failure
     assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
+
+
+@needs_fsdp2_on_cpu
+def test_a_collective_over_a_dtensor_is_the_optimizers_doing_not_torchs(session):
+    """llm-foundry's DecoupledClipLion and DecoupledAdaLRLion all-reduce a grad's norm, written for local shards;
+    DTensor registers no c10d collective, and the red called its NotImplementedError torch's doing."""
+    out, _ = session
+    failure = _failure(out, "specs/reducednorm.yaml::reducednormsgd-default-cpu::fsdp")
+    assert "Operator c10d.allreduce_.default does not have a sharding strategy registered" in failure, failure
+    assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
+    assert "passes a DTensor to a collective (c10d.allreduce_)" in failure and "to_local()" in failure, failure
 
 
 @needs_fsdp2_on_cpu

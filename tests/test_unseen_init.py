@@ -270,6 +270,17 @@ def test_init_says_a_step_that_moves_nothing_at_any_lr_wants_more_than_grads(tmp
     assert "raise lr or steps" not in text
 
 
+def test_init_says_a_step_without_lr_that_moves_nothing_wants_more_than_grads(tmp_path, capsys):
+    """llm-foundry's NoOp takes no lr and steps nothing: init measured movement only over lrs, and its spec said
+    nothing of the red every case would be."""
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:NoOpWithoutLr", tmp_path / "a.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "a.yaml").read_text()
+    assert re.search(r"\nkwargs: \{\}  # NoOpWithoutLr takes no lr: .*; its steps left every param bitwise unchanged with "
+                     r"its defaults: .*'the optimizer's step moved nothing'\n", text), text
+
+
 def test_init_finds_the_rng_use_of_a_step_that_requires_a_closure(tmp_path):
     """torch_pso's steps draw and need a closure: init's RNG probe stepped without one, saw the step raise,
     and wrote no `fallback_random` (each case's parity then red, saying to set it)."""
@@ -624,6 +635,54 @@ def test_init_says_a_constructor_whose_own_call_raises_is_no_params_form_to_fill
                      r"it calls does not take those arguments", text), text
     assert "form init could not find" not in text and "give `params`" not in text
     assert all(case.skip for case in cases_from(tmp_path, text))  # a spec that loads, and says why each item skips
+
+
+def test_init_names_an_argument_the_constructor_uses_at_its_default_none(tmp_path, capsys):
+    """Megatron's HybridDeviceOptimizer calls its `cpu_optimizer_cls` argument, default None, as it constructs:
+    init said it takes "params in a form init could not find" and to give `params` groups."""
+    from helpers import cases_from, run_check
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:UnsetFactorySGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert re.search(r"its constructor uses inner_cls, left at its default None \(TypeError: 'NoneType' object is not "
+                     r"callable, at .*planted_unseen\.py:\d+ in _build\): give inner_cls under kwargs", text), text
+    assert "form init could not find" not in text and "give `params`" not in text
+    assert all(case.skip for case in cases_from(tmp_path, text))  # a spec that loads, and says why each item skips
+    text = text.replace("kwargs: {lr: 0.001}", 'kwargs: {lr: 0.001, inner_cls: {import: "torch.optim:SGD"}}')
+    given = [c for c in cases_from(tmp_path, text.partition("\nskip:")[0] + "\n") if c.device == "cpu"]
+    assert "descent 1.857 ->" in run_check("law_descent", given[0])  # given it, the spec's runs step the optimizer
+
+
+def test_init_probes_the_step_of_an_optimizer_that_never_called_optimizer_init(tmp_path, capsys):
+    """torchrec's placeholder optimizers never call Optimizer.__init__ and raise NotImplementedError in step: init's
+    probe made its grads through the closure, whose zero_grad() raised first (no `defaults`), and its spec ran 18
+    cases, each red with NotImplementedError."""
+    from helpers import cases_from
+
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:PlaceholderSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "'defaults'" not in text, text
+    assert re.search(r"skip:  # its step refuses, on purpose, .*: NotImplementedError, at .*planted_unseen\.py:\d+ in step",
+                     text), text
+    assert all(case.skip for case in cases_from(tmp_path, text))
+
+
+def test_init_calls_a_removed_torch_function_the_optimizers_own_error(tmp_path, capsys):
+    """deepchem's KFACOptimizer calls torch.symeig, which torch removed, on a line that reads what its forward hook
+    sets: init said to call the hook's method first in `setup:`, then, as the message names "the matrix", to fill
+    in a model."""
+    from pytest_optimtest.scaffold import write_starter_spec
+
+    assert write_starter_spec("planted_unseen:RemovedApiSGD", tmp_path / "init.yaml") == 0, capsys.readouterr().err
+    text = (tmp_path / "init.yaml").read_text()
+    assert "setup:" not in text and "fill in a `model`" not in text, text
+    if "is now removed" in text:  # torch.symeig still there to raise so (2.6 to 2.15)
+        assert re.search(r"# one step over the default model raises \(RuntimeError: .* is now removed.*\): it calls what "
+                         r"torch [\d.]+ removed or deprecated: the optimizer's own error", text), text
 
 
 def test_init_names_the_method_a_framework_calls_before_the_first_step(tmp_path, capsys):

@@ -168,7 +168,8 @@ def _dtensor_refuses(exc: BaseException, frames: list[traceback.FrameSummary], k
     torch's frame raised it: DTensor supports the op written otherwise, and says how (emerging_optimizers'
     ObliqueSGD clamps a norm of sharded params in place: `norm.clamp_min_(eps)` over a Partial placement),
     or, for an in-place op on a plain tensor given a DTensor, raises a bare AssertionError in its dispatch
-    (timm's NvNovoGrad: `exp_avg_sq.copy_(norm)`, its state made by torch.zeros([]) beside DTensor params)."""
+    (timm's NvNovoGrad: `exp_avg_sq.copy_(norm)`, its state made by torch.zeros([]) beside DTensor params),
+    or is asked for a collective over a DTensor (llm-foundry's DecoupledClipLion all-reduces a grad's norm)."""
     callers = [f for f, k in zip(frames, kinds) if k == "optimizer"]
     if not callers:
         return ""
@@ -177,12 +178,21 @@ def _dtensor_refuses(exc: BaseException, frames: list[traceback.FrameSummary], k
                 "plain tensor with a DTensor operand, and torch raises a bare AssertionError there; the optimizer keeps "
                 "that tensor plain where its params are DTensors (make it from the param, zeros_like(p), or compute out "
                 "of place): the optimizer's doing, though torch's frame raised it")
+    collective = _COLLECTIVE_OVER_DTENSOR.search(str(exc)) if isinstance(exc, NotImplementedError) else None
+    if collective is not None:
+        return (f"its {callers[-1].name} passes a DTensor to a collective (c10d.{collective.group(1)}), written for local "
+                "shards: DTensor never registers one, as its own ops over sharded params are already global (a norm of "
+                "a DTensor is the whole param's, so reducing it again would count each shard twice); reduce "
+                "`.to_local()` or skip the reduction where params are DTensors: the optimizer's doing, though torch's "
+                "frame raised it")
     if not isinstance(exc, RuntimeError) or not _DTENSOR_REFUSALS.search(str(exc)):
         return ""
     return (f"DTensor refuses the op as {callers[-1].name} writes it over sharded params, and says what works instead (an "
             "out-of-place op, or DTensor operands throughout): the optimizer's doing, though torch's frame raised it")
 
 
+# DTensor's dispatch asked for a c10d collective (all_reduce of a DTensor): no sharding strategy is, or will be, registered
+_COLLECTIVE_OVER_DTENSOR = re.compile(r"Operator c10d\.(\w+?)(?:\.default)? does not have a sharding strategy registered")
 _DTENSOR_DISPATCH = os.path.join("distributed", "tensor", "_dispatch.py")
 
 

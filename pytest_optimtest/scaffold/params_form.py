@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import linecache
 import re
 from typing import Any
 
@@ -50,7 +51,7 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
                                         f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
-    problems, misfits = {}, []
+    problems, misfits, unset = {}, [], []
     factory: Any = two_linear
     for form in ("list", "named", "model"):
         try:
@@ -59,9 +60,12 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
             problems[form] = one_line(exc)
             misfits.append(_call_misfit(exc))
+            unset.append(_unset_arguments(cls, exc))
     else:
         if None not in misfits:  # its own call raised, whatever the form: no form or model would do
             return "list", None, [f"# its constructor raises in a call of its own, whatever params it is given ({misfits[0]})"]
+        if unset[0] is not None:  # a plain list fails on an argument left at None: give that first
+            return "list", None, [f"# {unset[0]}"]
         half = next((f for f in ("list", "named", "model") if _constructs(cls, f, _bf16_two_linear, kwargs)), "")
         if half:  # a bf16-only optimizer that says so in its constructor (mpadam's MPAdam)
             lines = [*([] if half == "list" else [f"params: {half}"]),
@@ -148,9 +152,9 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
     shown = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
     try:
         _construct(cls, "list", two_linear(), kwargs)
-        refusal, misfit = "", None
+        refusal, misfit, unset = "", None, None
     except Exception as exc:  # noqa: BLE001  # what it said of a plain list, which names what it wants instead
-        refusal, misfit = one_line(exc), _call_misfit(exc)
+        refusal, misfit, unset = one_line(exc), _call_misfit(exc), _unset_arguments(cls, exc)
     head = [f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
             f"optimizer: {optimizer}", f"kwargs: {{{shown}}}"]
     default_case = ["cases:", "  - name: default", "devices: [cpu, cuda]"]
@@ -173,6 +177,8 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
         reason = (f"its constructor raises in a call of its own ({misfit}): the function it calls does not take those "
                   "arguments (a dependency whose installed version changed them?): the optimizer's doing, whatever "
                   "params it is given; run init again where it constructs")
+    if unset is not None:  # no params form is at fault: it needs an argument whose default is None
+        reason = f"{unset}, and remove this skip"
     players = _required_params_arguments(cls)
     loss = _loss_value_parameter(cls)
     if len(players) == 2 and loss is not None:  # CGDs' ACGD(max_params, min_params).step(loss): a min-max game
@@ -196,6 +202,26 @@ def _call_misfit(exc: BaseException) -> str | None:
         return None
     where = blame(exc).where
     return f"{one_line(exc)}, at {where}" if where else None
+
+
+def _unset_arguments(cls: type, exc: BaseException) -> str | None:
+    """What to give a constructor that uses, where it raised, arguments of its own left at their default None
+    (Megatron's HybridDeviceOptimizer calls `cpu_optimizer_cls`, default None: "'NoneType' object is not
+    callable"), or None where the error is no use of None or its line names no such argument."""
+    if not isinstance(exc, (TypeError, AttributeError)) or "'NoneType' object" not in str(exc):
+        return None
+    found = blame(exc)
+    if not found.frames:  # raised in torch's or the plugin's code, not the optimizer's
+        return None
+    frame = found.frames[-1]
+    line = linecache.getline(frame.filename, frame.lineno or 0)
+    used = set(re.findall(r"(?<![\w.])(?:self\.)?(\w+)", line))  # names, bare or of self, not of another object
+    defaulted = [name for name, p in inspect.signature(cls).parameters.items() if p.default is None and name in used]
+    if not defaulted:
+        return None
+    names = ", ".join(defaulted)
+    return (f"its constructor uses {names}, left at {'its' if len(defaulted) == 1 else 'their'} default None "
+            f"({one_line(exc)}, at {found.where}): give {names} under kwargs ({KWARG_OBJECTS}; docs/specs.md)")
 
 
 _MISSING_ARGUMENTS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$")
@@ -252,10 +278,17 @@ def _what_to_fill_in(step_problem: str, cls: Any = None) -> str:
         return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
                 "use_muon so: [{min_ndim: 2, use_muon: true}, {use_muon: false}]); where not, the error is the optimizer's own")
     message = step_problem.partition(", at ")[0]  # not the raising function's name (get_world_size is no shape)
+    if _REMOVED.search(message):  # deepchem's KFACOptimizer calls torch.symeig ("... of the matrix ..."): no shape at fault
+        return (f"it calls what torch {torch.__version__.split('+')[0]} removed or deprecated: the optimizer's own error, "
+                "which every case's runs show once, with its line; no kwargs or model would do")
     if any(word in message for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
         return "fill in a `model` whose params it steps, or `params` groups that select them"
     return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
             "it needs, if it needs more than the defaults")
+
+
+# torch's words for a function it took away (torch.symeig: "deprecated since version 1.9 and is now removed")
+_REMOVED = re.compile(r"is now removed|has been removed|was removed|deprecated since", re.IGNORECASE)
 
 
 def _set_up_advice(method: str, attribute: str) -> str:
@@ -266,8 +299,14 @@ def _set_up_advice(method: str, attribute: str) -> str:
 def _set_up_by(cls: Any, step_problem: str) -> tuple[str, str] | None:
     """(method, attribute): a method of the optimizer's, neither its constructor nor its step, that sets or fills an
     attribute of `self` the step's raising line reads (ColossalAI's DistributedLamb reads `self.is_dist[p]`, which
-    only setup_distributed() makes), or None."""
+    only setup_distributed() makes), or None. Only an error about what is missing (an attribute, a key) says so:
+    deepchem's KFACOptimizer raised that torch.symeig is gone on a line that reads what a forward hook sets."""
+    if not step_problem.startswith(("AttributeError", "KeyError")):
+        return None
     read = set(re.findall(r"\bself\.(\w+)", _raising_line(step_problem)))
+    named = re.match(r"AttributeError: .* has no attribute '(\w+)'", step_problem)
+    if named is not None:  # the attribute it lacks, not another the line reads
+        read &= {named.group(1)}
     for klass in inspect.getmro(_probed_class(cls)):
         if klass.__module__.split(".")[0] in ("torch", "builtins"):
             continue

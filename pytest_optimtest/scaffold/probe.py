@@ -18,7 +18,7 @@ import torch
 
 from ..harness import torch_api
 from ..harness.blame import blame, one_line, refusal_statement
-from ..harness.builder import make_closure, requires_closure
+from ..harness.builder import closure_backward, make_closure, requires_closure
 from ..harness.compare import max_movement
 from ..harness.param_forms import construct
 from ..models import IN_FEATURES, two_linear
@@ -123,12 +123,23 @@ def _probe_run(cls: type, form: Any, kwargs: dict, factory: Any, steps: int,
     torch.manual_seed(0)
     model = factory().to(dtype)
     optimizer = _construct(cls, form, model, kwargs)
-    closure = make_closure(model, optimizer, torch.randn(10, IN_FEATURES).to(dtype), lambda out: out.pow(2).sum(),
-                           backward=_PROBE_BACKWARD.get())
-    closure()
+    inputs = torch.randn(10, IN_FEATURES).to(dtype)
+    closure = make_closure(model, optimizer, inputs, _probe_loss, backward=_PROBE_BACKWARD.get())
+    _first_grads(model, inputs, _PROBE_BACKWARD.get())
     for _ in range(steps):
         _probe_step(optimizer, closure)
     return model, optimizer
+
+
+def _probe_loss(out: torch.Tensor) -> torch.Tensor:
+    return out.pow(2).sum()
+
+
+def _first_grads(model: torch.nn.Module, inputs: torch.Tensor, backward: str) -> None:
+    """The first grads as the runs make them: a fresh model's backward, with no zero_grad() of the optimizer's
+    (torchrec's placeholders never call Optimizer.__init__, and torch's zero_grad() raises before their step would)."""
+    with torch.enable_grad():
+        closure_backward(_probe_loss(model(inputs)), backward)
 
 
 def _first_step_problem(cls: type, form: Any, kwargs: dict, factory: Any) -> str | None:
@@ -162,10 +173,10 @@ def _stepped_with(cls: type, form: Any, kwargs: dict, factory: Any, steps: int, 
     closure = closure or backward != "plain" or _PROBE_CLOSURE.get()  # grads set beforehand have no graph for such a step
     try:
         optimizer = _construct(cls, form, model, kwargs)
-        loss = make_closure(model, optimizer, batch, lambda out: out.pow(2).sum(), backward=backward)
+        loss = make_closure(model, optimizer, batch, _probe_loss, backward=backward)
         loss.__qualname__ = "closure"  # a step that passes it arguments reads "closure() got an unexpected keyword..."
 
-        loss()
+        _first_grads(model, batch, backward)
         cold = _PROBE_COLD.get()
         with torch.set_grad_enabled(grad), _time_bounded(PROBE_SECONDS * COLD_STEP_FACTOR if cold else None):
             if cold:  # the process's first step alone: what it compiles once is not the steps' pace

@@ -101,12 +101,21 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
     if moved is None and len(tried) == 1:  # what raised is said where the spec's first step is probed
         return lr, "its step raised at this lr, so how far it moves the params is unknown"
     if all(m == 0 for m in movements):  # no lr moves them: its step wants more than grads (DeepSpeed's ZenFlow)
-        return lr, (f"its steps left every param bitwise unchanged at every lr tried ({', '.join(tried)}): it does not "
-                    "step params given only their grads, as torch.optim's are (it may step only params a framework "
-                    "marks, or wait for state it is handed); fill in what it needs, else each case is one red, "
-                    "'the optimizer's step moved nothing'")
+        return lr, _unmoved(f"at every lr tried ({', '.join(tried)})")
     return lr, (f"the params move under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
                 f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
+
+
+def _unmoved(where: str) -> str:
+    return (f"its steps left every param bitwise unchanged {where}: it does not step params given only their grads, as "
+            "torch.optim's are (it may step only params a framework marks, or wait for state it is handed, or do nothing "
+            "on purpose); fill in what it needs, else each case is one red, 'the optimizer's step moved nothing'")
+
+
+def _unmoved_without_lr(cls: type, form: Any, factory: Any, dtype: torch.dtype = torch.float32) -> str:
+    """The note for a constructor without lr whose defaults step no param at all (llm-foundry's NoOp), else ''."""
+    moved, problem = _stepped(cls, form, {}, factory, steps=2, dtype=dtype)
+    return _unmoved("with its defaults") if problem is None and moved == 0 else ""
 
 
 def _movement(cls: type, form: Any, factory: Any, lr: float, dtype: torch.dtype = torch.float32) -> float | None:

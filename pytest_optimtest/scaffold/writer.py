@@ -34,7 +34,7 @@ from .lines import _head, _scalar, _skip_lines, _too_slow
 from .params_form import _params_form, _unconstructible_spec
 from .probe import _PROBE_BACKWARD, _PROBE_CLOSURE, _PROBE_SLOW, _PROBE_STEP_CLOSURE, _stepped
 from .regimes import (_draws_random, _low_precision, _moving_lr, _probed_state_dtype, _refusal, _shape_claims,
-                      _state_dtype_lines, _with, _zero_lr_problem)
+                      _state_dtype_lines, _unmoved_without_lr, _with, _zero_lr_problem)
 from .step_protocol import (_closure_line, _grad_mode_lines, _gradient_free, _in_train_mode, _moves_only_given_closure,
                             _steps_only_given_closure, _train_mode_problem)
 
@@ -122,7 +122,8 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         fills, fill_notes, probe = {**fills, **seeded[0]}, [*fill_notes, seeded[1]], functools.partial(probe, **seeded[0])
     bf16_only = any(line.startswith("dtypes: [bfloat16]") for line in form_lines)
     dtype = torch.bfloat16 if bf16_only else torch.float32
-    lr, lr_note = _moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr else (lr, "")
+    lr, lr_note = (_moving_lr(probe, form, factory, lr, max(default_lr, 1e-2), dtype) if has_lr
+                   else (lr, _unmoved_without_lr(probe, form, factory, dtype)))
     low_precision_lines, bf16_lr = ([], lr) if bf16_only else _low_precision(probe, form, factory, lr if has_lr else None, max(default_lr, 1e-2))
     state_dtype = _probed_state_dtype(probe, form, factory, lr if has_lr else None)
     base = {"lr": lr} if has_lr else {}  # the kwargs every case starts from, once lr has moved
@@ -157,7 +158,7 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
         (f"kwargs: {{lr: {lr!r}{shown_fills}}}" + (f"  # {lr_note}" if lr_note else "")) if has_lr
         else f"kwargs: {{{shown_fills.removeprefix(', ')}}}  # " + (
             f"{cls.__name__} refuses an lr with its other defaults ({lr_refusal}): its cases leave lr out" if lr_refusal
-            else f"{cls.__name__} takes no lr: fill in the kwargs a case needs"),
+            else f"{cls.__name__} takes no lr: fill in the kwargs a case needs") + (f"; {lr_note}" if lr_note else ""),
         *[f"# {note}" for note in fill_notes],
         *form_lines,
         *([f"setup: pytest_optimtest.setups:train_mode  # its step raises outside train mode ({train_problem}): "
