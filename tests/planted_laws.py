@@ -149,3 +149,20 @@ class ConjugateSGD(ForeachSGD):
                 if p.grad is not None and p.is_complex():
                     p.grad = p.grad.conj()
         return super().step(closure)
+
+
+class InPlaceLrSGD(torch.optim.Optimizer):
+    """SGD with bias correction that divides its lr in place (fairseq's Adamax: `step_size = group["lr"];
+    step_size /= bias_correction`): a float lr is rebound, a tensor lr is the group's own, changed each step."""
+
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            step_size = group["lr"]
+            step_size /= 1.5
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(p.grad * step_size)

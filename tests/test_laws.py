@@ -279,3 +279,14 @@ def test_a_norm_over_every_group_is_coupling_at_bf16_too_not_a_group_that_reads_
                               'kwargs: {base_optimizer: {optimizer: "torch.optim.SGD", kwargs: {lr: 0.01}}}\n'
                               f"dtypes: [{dtype}]\n")
     assert "weight_decay" in run_check("law_group_hyperparameters", case)
+
+
+def test_a_tensor_lr_the_step_writes_in_place_is_named_in_the_equivalence_red(tmp_path):
+    """fairseq's Adamax and OpenNMT's AdaFactor compute a step size from group['lr'] in place: a tensor lr shrinks each
+    step; law equivalent[tensor_lr] said the params differ, and not why."""
+    case = one_case(tmp_path, "optimizer: planted_laws:InPlaceLrSGD\nkwargs: {lr: 0.01}\ndevices: [cpu]\n"
+                              "checks: [law_equivalent]\nlaws: {equivalent: {tensor_lr: [{lr: 0.01}, {lr: {tensor: 0.01}}]}}\n")
+    with pytest.raises(AssertionError) as raised:
+        run_check("law_equivalent", case)
+    assert re.search(r"diagnosis: group 0's lr took another course under \{lr: \{'tensor': 0\.01\}\} \(0\.01, 0\.006667, "
+                     r".*\) than under \{lr: 0\.01\} \(0\.01, 0\.01, .*the optimizer's doing", str(raised.value)), raised.value

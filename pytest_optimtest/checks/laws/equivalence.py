@@ -45,7 +45,7 @@ def check_equivalent(case: Any, runs: Any) -> Verdict:
                         raise AssertionError(
                             f"{case.id}: law equivalent[{name}] broken: {_shown(kwargs)} must run like {_shown(variants[0])} "
                             f"(params and state, {schedule_in_words()}); they differ after step {step} of {steps}:"
-                            + listed(problems))
+                            + listed(problems) + _rewritten(varied, (variants[0], variant_runs[0]), (kwargs, run), step))
             moved = max_movement(variant_runs[0].initial, variant_runs[0].final, tol)
             if moved < case.min_movement:
                 raise Vacuous(f"{case.id}: vacuous: under {_shown(variants[0])} the params moved at most "
@@ -53,6 +53,29 @@ def check_equivalent(case: Any, runs: Any) -> Verdict:
             compared.append(f"{name} ({len(variants)} variants, {steps} steps)")
             evidence[name] = {"variants": len(variants), "reached_optimizer": sorted(varied), "moved_tolerances": round(moved, 3), "steps": steps}
     return Verdict(f"{', '.join(compared)} agree step by step, state included", {"steps_compared": longest, **evidence})
+
+
+def _rewritten(keys: set[str], reference: tuple[dict[str, Any], Any], variant: tuple[dict[str, Any], Any], step: int) -> str:
+    """Why the variants differ where one's group values of the varied keys took another course than the other's up to
+    `step` (fairseq's Adamax: `step_size = group["lr"]; step_size /= bias_correction` divides a tensor lr in place,
+    and leaves a float one as it was), else ''."""
+    for key in sorted(keys):
+        for index in range(len(reference[1].snapshots[0].groups)):
+            courses = [[_number(snap.groups[index].get(key)) for snap in run.snapshots[:step + 1]] for _, run in (reference, variant)]
+            if None in courses[0] + courses[1] or torch.allclose(torch.tensor(courses[0]), torch.tensor(courses[1]), rtol=1e-5):
+                continue
+            shown = [", ".join(f"{v:.4g}" for v in course) for course in courses]
+            return (f"\ndiagnosis: group {index}'s {key} took another course under {_shown(variant[0])} ({shown[1]}, from "
+                    f"construction to step {step}) than under {_shown(reference[0])} ({shown[0]}): the step writes it, a "
+                    f"tensor in place (`x = group['{key}']; x /= ...` divides the group's own tensor, and rebinds a float): "
+                    "the optimizer's doing")
+    return ""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return float(value.item())
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:
