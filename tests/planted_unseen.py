@@ -1731,6 +1731,29 @@ class StaleKeywordSGD(_OldBase):
         super().__init__(params, lr=lr, percentile_clipping=percentile_clipping)  # type: ignore[call-arg]
 
 
+class HookedStatsSGD(torch.optim.Optimizer):
+    """K-FAC's shape (deepchem's KFACOptimizer): built from the model, it records each Linear's input scale in a
+    forward pre-hook, and its step reads that record. Correct. The runs built it after the backward that made
+    their grads, so no forward reached its hooks, and its step's KeyError was called the optimizer's doing."""
+
+    def __init__(self, model: torch.nn.Module, lr: float = 0.1) -> None:
+        self.linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        super().__init__(model.parameters(), {"lr": lr})
+        self.scale: dict[torch.nn.Module, float] = {}
+        for module in self.linears:
+            module.register_forward_pre_hook(self._save_input)
+
+    def _save_input(self, module: torch.nn.Module, inputs: tuple) -> None:
+        self.scale[module] = float(inputs[0].detach().abs().mean()) + 1.0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for module in self.linears:
+            for p in module.parameters():
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-self.defaults["lr"] / self.scale[module])
+
+
 class PlaceholderSGD(torch.optim.Optimizer):
     """A configuration that is no optimizer of its own (torchrec's SGD, Adam, LAMB...: fused-embedding settings
     whose step raises NotImplementedError), and never calls Optimizer.__init__: init's probe called zero_grad()

@@ -79,6 +79,8 @@ SPECS = {
     "caststate": "optimizer: planted_unseen:CastStateSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "groupsraise": "optimizer: planted_unseen:TorchRaisesOverGroupsSGD\nkwargs: {lr: 0.1}\nchecks: [law_group_hyperparameters]\n",
     "normclamp": "optimizer: planted_unseen:InPlaceNormClampSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
+    "hookedstats": "optimizer: planted_unseen:HookedStatsSGD\nparams: model\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
+    "removedapi": "optimizer: planted_unseen:RemovedApiSGD\nkwargs: {lr: 0.1}\nchecks: [parity]\n",
     "reducednorm": "optimizer: planted_unseen:ReducedNormSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "plainscalar": "optimizer: planted_unseen:PlainScalarStateSGD\nkwargs: {lr: 0.1}\nchecks: [fsdp]\nfsdp: {compiled: false}\n",
     "frames": "optimizer: planted_unseen:FramesSGD\nkwargs: {lr: 0.01}\nchecks: [graph_breaks, state_dict]\n",
@@ -628,6 +630,25 @@ def test_an_op_dtensor_refuses_as_the_optimizer_writes_it_is_the_optimizers_doin
         return
     assert "in-place operations that require placement changes are not supported" in failure
     assert "(optimizer's doing)" in failure and "torch's doing" not in failure, failure
+
+
+def test_an_optimizer_that_hooks_the_model_sees_a_forward_before_its_first_step(session):
+    """deepchem's KFACOptimizer records each layer's input in forward hooks it registers as it constructs: the runs
+    built it after the backward that made their grads, and its step's KeyError (no record) was its red."""
+    out, _ = session
+    _expect(out, "specs/hookedstats.yaml::hookedstatssgd-default-cpu::parity", "PASSED")
+
+
+def test_a_torch_function_torch_removed_is_the_optimizers_doing(session):
+    """deepchem's KFACOptimizer calls torch.symeig, which torch keeps only to raise that it was removed: the red
+    said "torch's doing, or its verdict on the optimizer's code"."""
+    out, _ = session
+    failure = _failure(out, "specs/removedapi.yaml::removedapisgd-default-cpu::parity")
+    if "is now removed" not in failure:  # a torch without torch.symeig at all: an AttributeError of the optimizer's
+        assert "the optimizer's code raised AttributeError" in failure, failure
+        return
+    assert "the optimizer's code raised RuntimeError: This function was deprecated" in failure, failure
+    assert "diagnosis: its _update calls what torch" in failure and "torch.symeig(self.factors[p]" in failure, failure
 
 
 @needs_fsdp2_on_cpu

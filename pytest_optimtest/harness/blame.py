@@ -135,7 +135,8 @@ def blame(exc: BaseException, handler_frames: int = 0) -> Blame:
                    for f, k in zip(frames, kinds))
     generated = bool(frames) and _generated(str(Path(frames[-1].filename).resolve()))
     init_skipped = _optimizer_init_skipped(exc, frames)
-    note = init_skipped or _called_with_arguments_torch_does_not_take(exc, frames, kinds) or _dtensor_refuses(exc, frames, kinds)
+    note = (init_skipped or _called_with_arguments_torch_does_not_take(exc, frames, kinds) or _dtensor_refuses(exc, frames, kinds)
+            or _calls_what_torch_removed(exc, frames, kinds))
     users = [f for f, k in [*zip(frames, kinds), *zip(traced, traced_kinds)] if k == "optimizer"]
     return Blame("optimizer" if note else owner, users, innermost, compiled, generated, note,
                  INIT_SKIPPED if init_skipped else "")
@@ -156,6 +157,20 @@ def _called_with_arguments_torch_does_not_take(exc: BaseException, frames: list[
         return ""
     return (f"its {callers[-1].name} calls torch's {found.group(1)}() with arguments that torch {torch.__version__}'s "
             f"{found.group(1)} does not take (a torch function whose signature changed across releases): the optimizer's doing")
+
+
+# torch's words for a function it took away (torch.symeig: "deprecated since version 1.9 and is now removed")
+REMOVED = re.compile(r"is now removed|has been removed|was removed|deprecated since", re.IGNORECASE)
+
+
+def _calls_what_torch_removed(exc: BaseException, frames: list[traceback.FrameSummary], kinds: list[str]) -> str:
+    """Why torch's refusal of a function it removed, called by the optimizer's own line, is the optimizer's doing
+    (deepchem's KFACOptimizer calls torch.symeig, which torch 2.x keeps only to raise that it was removed)."""
+    callers = [f for f, k in zip(frames, kinds) if k == "optimizer"]
+    if not callers or kinds[-1] != "torch" or not REMOVED.search(str(exc).partition("\n")[0]):
+        return ""
+    return (f"its {callers[-1].name} calls what torch {torch.__version__.split('+')[0]} removed (`{callers[-1].line}`), and "
+            "torch says so: the optimizer's doing, though torch's frame raised it")
 
 
 # DTensor's refusals of an op as its caller wrote it, each telling the caller what to write instead

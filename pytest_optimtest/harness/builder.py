@@ -57,12 +57,23 @@ def model_factory(case: Any) -> Callable[..., torch.nn.Module]:
 
 def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
+    model = seeded_model(case)
+    return model, *first_backward(case, model)
 
+
+def seeded_model(case: Any) -> torch.nn.Module:
+    """The case's model, from its seed."""
     seed_all(case.seed)
-    model = build_model(case)
+    return build_model(case)
+
+
+def first_backward(case: Any, model: torch.nn.Module) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """The case's (input, loss_fn), drawn right after its seeded model, and the grads of one backward through them.
+    An optimizer built in between (make_optimizer leaves the RNG stream as it was) sees this forward and backward,
+    as in a training loop: one that hooks the model's modules (deepchem's KFACOptimizer) records them."""
     inputs, loss_fn = make_data(case.data, case.device, dtype=param_dtype(case))
     loss_fn(model(inputs)).backward()
-    return model, inputs, loss_fn
+    return inputs, loss_fn
 
 
 def make_optimizer(case: Any, source: torch.nn.Module | Iterable[Any]) -> torch.optim.Optimizer:

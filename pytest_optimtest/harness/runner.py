@@ -25,8 +25,9 @@ from typing import Any, Literal
 import torch
 
 from . import torch_api
-from .builder import (ClosureCompiles, build_model, compile_step, law_closure, make_closure, make_optimizer, make_scheduler, model_with_grads,
-                      require_closure_parameter, requires_closure, step_grad_mode, step_parameters, step_scheduler, step_site)
+from .builder import (ClosureCompiles, build_model, compile_step, first_backward, law_closure, make_closure, make_optimizer,
+                      make_scheduler, require_closure_parameter, requires_closure, seeded_model, step_grad_mode, step_parameters,
+                      step_scheduler, step_site)
 from .containment import PROGRESS
 from ..spec.values import resolve
 from .devices import package_generator_states, seed_all
@@ -180,10 +181,11 @@ def _execute(case: Any, regime: Regime, log: list[str], breaks: list[str]) -> Ru
     if regime.kwargs:
         case = replace(case, kwargs={**case.kwargs, **dict(regime.kwargs)})
     try:
-        model, data = _model(case, regime)
+        model = _model(case, regime)
         rngs = _RngStates.now(resolve(case.optimizer))
-        optimizer = make_optimizer(case, model)
+        optimizer = make_optimizer(case, model)  # before the backward, as a training loop builds it
         constructor_draws = rngs.drawn_since(type(optimizer))  # spectral-norm vectors drawn as state is made
+        data = None if regime.model == "many_small" else first_backward(case, model)
     except Exception as exc:
         if regime.failures == "raise":
             raise
@@ -356,16 +358,16 @@ class _Stepping:
 Data = tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] | None  # (input, loss_fn) for a closure
 
 
-def _model(case: Any, regime: Regime) -> tuple[torch.nn.Module, Data]:
-    """The regime's model, seeded, with grads; and the (input, loss_fn) its closure evaluates."""
-    if regime.model == "many_small":
-        count, shape = MANY_SMALL
-        params = torch.nn.ParameterList(torch.nn.Parameter(torch.ones(shape, device=case.device)) for _ in range(count))
-        for p in params:
-            p.grad = torch.ones_like(p)
-        return params, None
-    model, inputs, loss_fn = model_with_grads(case)
-    return model, (inputs, loss_fn)
+def _model(case: Any, regime: Regime) -> torch.nn.Module:
+    """The regime's model, seeded: the case's, whose grads first_backward gives once its optimizer is built, or
+    many small params with their grads."""
+    if regime.model != "many_small":
+        return seeded_model(case)
+    count, shape = MANY_SMALL
+    params = torch.nn.ParameterList(torch.nn.Parameter(torch.ones(shape, device=case.device)) for _ in range(count))
+    for p in params:
+        p.grad = torch.ones_like(p)
+    return params
 
 
 def _stepper(regime: Regime, closure: Callable[[], Any] | None, optimizer: Any,

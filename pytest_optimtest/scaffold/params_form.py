@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..harness.blame import blame, one_line
+from ..harness.blame import REMOVED, blame, one_line
 from ..models import two_diagonal, two_linear, two_linear_no_bias
 from ..spec.schema import ParamGroup
 from ..spec.values import KWARG_OBJECTS, takes_a_model
@@ -278,17 +278,13 @@ def _what_to_fill_in(step_problem: str, cls: Any = None) -> str:
         return (f"where it reads {key} from its param groups, fill in `params` groups that set it (Muon hybrids read "
                 "use_muon so: [{min_ndim: 2, use_muon: true}, {use_muon: false}]); where not, the error is the optimizer's own")
     message = step_problem.partition(", at ")[0]  # not the raising function's name (get_world_size is no shape)
-    if _REMOVED.search(message):  # deepchem's KFACOptimizer calls torch.symeig ("... of the matrix ..."): no shape at fault
+    if REMOVED.search(message):  # deepchem's KFACOptimizer calls torch.symeig ("... of the matrix ..."): no shape at fault
         return (f"it calls what torch {torch.__version__.split('+')[0]} removed or deprecated: the optimizer's own error, "
                 "which every case's runs show once, with its line; no kwargs or model would do")
     if any(word in message for word in ("shape", "size", "dimension", "1D", "2D", "ndim", "matrix", "matrices")):
         return "fill in a `model` whose params it steps, or `params` groups that select them"
     return ("the optimizer's own error, which every case's runs show once, with its line; fill in the kwargs or `params` "
             "it needs, if it needs more than the defaults")
-
-
-# torch's words for a function it took away (torch.symeig: "deprecated since version 1.9 and is now removed")
-_REMOVED = re.compile(r"is now removed|has been removed|was removed|deprecated since", re.IGNORECASE)
 
 
 def _set_up_advice(method: str, attribute: str) -> str:

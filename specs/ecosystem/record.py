@@ -1,6 +1,8 @@
 """Record a run's reds in the init-written ecosystem specs (issue 32's unseen set): each failed item
 becomes a strict xfail of its case and check, its reason the verdict the plugin gave (what differed
-or raised, whose doing, the command that shows it), for the torch release and device it was seen on.
+or raised, whose doing, the command that shows it), for the torch release and device it was seen on,
+and its `match` the words that failure opens with (numbers left free): another failure of the item is
+a red, not an xfail.
 A Hypothesis property's red is recorded as a skip: its examples are drawn at random, so it is a
 finding, not an outcome that repeats; an error the steps raised skips every property of its fuzz
 case, since whichever property draws it first is its one red (the others are blocked by it).
@@ -39,6 +41,30 @@ def _verdict(reason: str) -> str:
     return re.sub(r"\S*/site-packages/", "site-packages/", reason)
 
 
+_NUMBER = re.compile(r"(?<!\w)\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)")
+
+
+def match(record: dict) -> str:
+    """A regex of the words a red opens with, which its reason holds: a root cause's error (its type and message)
+    where that is in the reason, else the check's verdict less its case id; up to 70 characters, whole words,
+    numbers free (another release words them alike)."""
+    verdict = record.get("verdict") or {}
+    cause = verdict.get("cause") if verdict.get("kind") == "root_cause" else None
+    for text in ([cause] if cause else []) + [record["reason"]]:
+        found = _opening(re.sub(r"^at [\w ]+ step \d+: ", "", _verdict(text)).removeprefix(f"{record['case']}: "))
+        if re.search(found, _verdict(record["reason"])):
+            return found
+    return _opening(record["case"])
+
+
+def _opening(text: str) -> str:
+    text = text.splitlines()[0] if text else ""
+    if len(text) > 70:
+        text = text[:70].rsplit(" ", 1)[0]
+    text = text.rstrip(":;,. ")
+    return r"[-+\d.e]+".join(re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", piece) for piece in _NUMBER.split(text))
+
+
 def rules(records: list[dict], release: str) -> dict[str, list[str]]:
     """spec path -> the YAML lines of its rules, xfails then skips."""
     found: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"xfail": [], "skip": []})
@@ -66,7 +92,7 @@ def rules(records: list[dict], release: str) -> dict[str, list[str]]:
             checks = ", ".join([r["check"], *(blocked[r["spec"], r["case"], r["verdict"].get("rung", "")] if raised else [])])
         found[r["spec"]]["skip" if fuzz else "xfail"] += [
             f"  - cases: {_quoted(r['case'])}", f"    checks: [{checks}]", f"    devices: [{r['device']}]",
-            f"    torch: ['{release}']", f"    reason: {_quoted(reason)}"]
+            f"    torch: ['{release}']", f"    reason: {_quoted(reason)}", *([] if fuzz else [f"    match: {_quoted(match(r))}"])]
     return {spec: [line for kind in ("xfail", "skip") if lines[kind] for line in [f"{kind}:", *lines[kind]]]
             for spec, lines in found.items()}
 
