@@ -32,11 +32,12 @@ def run_benchmark(benchmark: Any, case: Case, compiled: bool) -> None:
     """Time `optimizer.step()` (compiled: the compiled raw step, warmed up first) on the case's model."""
     from .harness.builder import compile_step, step_grad_mode
     from .harness.isolation import isolated_case
-    from .harness.builder import make_optimizer, model_with_grads
+    from .harness.builder import first_backward, make_optimizer, seeded_model
 
     with isolated_case(case):
-        model, _, _ = model_with_grads(case)
+        model = seeded_model(case)
         opt = make_optimizer(case, model)
+        first_backward(case, model)  # once it is built, as the runs do
         step = compile_step(opt) if compiled else opt.step
         with step_grad_mode(case):
             step()  # compile, and create the optimizer state, outside the timing

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
     dynamo and inductor state is fresh for the test and restored after."""
     from .harness.builder import compile_step, require_graph_free_grads, step_grad_mode
     from .harness.isolation import isolated_case
-    from .harness.builder import copy_with_grads, make_optimizer, model_with_grads
+    from .harness.builder import first_backward, make_optimizer, seeded_model
     from .harness.vacuity import NotApplicable
 
     try:
@@ -111,9 +112,11 @@ def compiled_optimizer(optim_case: Case) -> Iterator[CompiledOptimizer]:
     except NotApplicable as exc:
         pytest.skip(str(exc))
     with isolated_case(optim_case):
-        model, _, _ = model_with_grads(optim_case)
-        eager_model = copy_with_grads(model)
+        model = seeded_model(optim_case)
+        eager_model = copy.deepcopy(model)
         opt, eager = make_optimizer(optim_case, model), make_optimizer(optim_case, eager_model)
+        inputs, loss_fn = first_backward(optim_case, model)  # once both are built, as the runs do
+        loss_fn(eager_model(inputs)).backward()
         compiled = compile_step(opt)
 
         def step() -> None:

@@ -12,8 +12,8 @@ import pytest
 CHECKS = Path(__file__).resolve().parent.parent / "pytest_optimtest" / "checks"
 
 # What builds or steps a run: the runner's business (harness/), never a check's.
-BUILDERS = {"make_optimizer", "compile_step", "model_with_grads", "build_model", "make_twins", "make_closure",
-            "copy_with_grads", "construct", "make_model", "with_setup", "run_ranks", "raw_step"}
+BUILDERS = {"make_optimizer", "compile_step", "seeded_model", "first_backward", "build_model", "make_twins", "make_closure",
+            "construct", "make_model", "with_setup", "run_ranks", "raw_step"}
 STEPPING_CALLS = {"step", "compile", "backward", "apply_optimizer_in_backward", "zero_grad"}
 
 

@@ -55,12 +55,6 @@ def model_factory(case: Any) -> Callable[..., torch.nn.Module]:
     return case.model if callable(case.model) else resolve(case.model)
 
 
-def model_with_grads(case: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-    """The case's model, seeded, with grads from one backward; and its (input, loss_fn)."""
-    model = seeded_model(case)
-    return model, *first_backward(case, model)
-
-
 def seeded_model(case: Any) -> torch.nn.Module:
     """The case's model, from its seed."""
     seed_all(case.seed)
@@ -108,16 +102,6 @@ def setup_of(case: Any) -> Callable[[Any], Any] | None:
     from ..spec.values import resolve
 
     return resolve(case.setup) if getattr(case, "setup", None) else None
-
-
-def copy_with_grads(model: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy that keeps .grad (deepcopy drops it)."""
-    from copy import deepcopy
-
-    twin = deepcopy(model)
-    for p, q in zip(model.parameters(), twin.parameters()):
-        q.grad = None if p.grad is None else p.grad.detach().clone()
-    return twin
 
 
 def step_parameters(optimizer_cls: type) -> list[inspect.Parameter] | None:
