@@ -48,17 +48,14 @@ def match(record: dict) -> str:
     """A regex of the words a red opens with, which its reason holds: a root cause's error (its type and message)
     where that is in the reason, else the check's verdict less its case id; up to 70 characters, whole words,
     numbers free (another release words them alike)."""
-    verdict = record.get("verdict") or {}
+    verdict, reason = record.get("verdict") or {}, _verdict(record["reason"])
     cause = verdict.get("cause") if verdict.get("kind") == "root_cause" else None
-    for text in ([cause] if cause else []) + [record["reason"]]:
-        found = _opening(re.sub(r"^at [\w ]+ step \d+: ", "", _verdict(text)).removeprefix(f"{record['case']}: "))
-        if re.search(found, _verdict(record["reason"])):
-            return found
-    return _opening(record["case"])
+    found = _opening(re.sub(r"^at [\w ]+ step \d+: ", "", _verdict(cause)), record["case"]) if cause else None
+    return found if found and re.search(found, reason) else _opening(reason, record["case"])
 
 
-def _opening(text: str) -> str:
-    text = text.splitlines()[0] if text else ""
+def _opening(text: str, case: str) -> str:
+    text = (text.removeprefix(f"{case}: ").splitlines() or [""])[0]
     if len(text) > 70:
         text = text[:70].rsplit(" ", 1)[0]
     text = text.rstrip(":;,. ")
