@@ -51,21 +51,21 @@ def _params_form(cls: type, kwargs: dict, wraps: str | None = None) -> tuple[Any
                                         f"matrices to one and the rest to the other ({one_line(exc)}): fill in `params` "
                                         f"groups with `argument` where both take params, else give {required[1]!r} under "
                                         f"kwargs ({KWARG_OBJECTS}; docs/specs.md)"]
-    problems, misfits, unset = {}, [], []
+    problems, misfits, refusals = {}, [], {}
     factory: Any = two_linear
     for form in ("list", "named", "model"):
         try:
             _construct(cls, form, two_linear(), kwargs)
             break
         except Exception as exc:  # the constructor's verdict on this form; the next is tried
-            problems[form] = one_line(exc)
+            problems[form], refusals[form] = one_line(exc), exc
             misfits.append(_call_misfit(exc))
-            unset.append(_unset_arguments(cls, exc))
     else:
         if None not in misfits:  # its own call raised, whatever the form: no form or model would do
             return "list", None, [f"# its constructor raises in a call of its own, whatever params it is given ({misfits[0]})"]
-        if unset[0] is not None:  # a plain list fails on an argument left at None: give that first
-            return "list", None, [f"# {unset[0]}"]
+        unset = _unset_arguments(cls, refusals["list"])
+        if unset is not None:  # a plain list fails on an argument left at None: give that first
+            return "list", None, [f"# {unset}"]
         half = next((f for f in ("list", "named", "model") if _constructs(cls, f, _bf16_two_linear, kwargs)), "")
         if half:  # a bf16-only optimizer that says so in its constructor (mpadam's MPAdam)
             lines = [*([] if half == "list" else [f"params: {half}"]),

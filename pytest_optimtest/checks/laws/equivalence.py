@@ -73,9 +73,9 @@ def _rewritten(keys: set[str], reference: tuple[dict[str, Any], Any], variant: t
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
-        return float(value.item())
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A group value as the comparison reads it (_numbers), where it is one number; else None."""
+    number = _numbers(value)
+    return float(number) if isinstance(number, torch.Tensor) and number.dtype == torch.float64 and number.dim() == 0 else None
 
 
 def _without(snap: OptimizerSnapshot, keys: set[str]) -> OptimizerSnapshot:
