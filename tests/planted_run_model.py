@@ -1155,3 +1155,48 @@ class AscentSGD(PlainSGD):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad, alpha=group["lr"])
+
+
+class NamedRelativeStepSGD(RelativeStepSGD):
+    """RelativeStepSGD over named params alone (allennlp's HuggingfaceAdafactor: `model_parameters`, (name, param)
+    pairs): init judged the lr in a plain list, which it refuses whatever the lr, and wrote a spec that skipped,
+    saying to give a model whose values it takes."""
+
+    def __init__(self, model_parameters, lr=None, relative_step=True):
+        named = list(model_parameters)
+        _ = [name for name, _ in named]  # a plain list's params do not unpack: "too many values to unpack"
+        super().__init__([p for _, p in named], lr, relative_step)
+
+
+class KeywordOnlySGD(PlainSGD):
+    """Takes keyword arguments alone, its params among them, and a peer of its own kind it requires (hivemind's
+    Optimizer(*, dht, run_id, params, ...)): init said it takes params in a form it could not find."""
+
+    def __init__(self, *, peer, params=None, lr: float = 1e-3) -> None:
+        self.peer = peer
+        super().__init__(params, lr)
+
+
+class RankShardedSGD(PlainSGD):
+    """Asks torch.distributed for its world size as it constructs, to shard its state over the ranks (fairscale's
+    OSS): init read the ValueError as a check of the params' values and said to give a model whose values it takes."""
+
+    def __init__(self, params, lr: float = 1e-3) -> None:
+        self.world_size = torch.distributed.get_world_size()
+        super().__init__(params, lr)
+
+
+class AccumulatingWrapper(torch.optim.Optimizer):
+    """Wraps an optimizer instance and refuses, on purpose, one worker that does not accumulate grads (fairscale's
+    AdaScale): init took the refusal for a params form it could not find, and said to give `params` groups."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, num_gradients_to_accumulate: int = 1) -> None:
+        if num_gradients_to_accumulate < 2:
+            raise RuntimeError("AccumulatingWrapper does not support a single worker without grad accumulation.")
+        self.optimizer = optimizer
+        self.param_groups = optimizer.param_groups
+        self.defaults = optimizer.defaults
+        self.state = optimizer.state
+
+    def step(self, closure=None):
+        return self.optimizer.step(closure)

@@ -122,6 +122,21 @@ TESTS = Path(__file__).resolve().parent
     ("planted_run_model:RelativeStepSGD", ["kwargs: {}  # RelativeStepSGD refuses an lr with its other defaults (ValueError: "
                                            "Cannot combine manual `lr`", "kwargs: {relative_step: false, lr: 0.001}  # with lr: 0.001"],
      ["tensor_lr", "low_precision\n    kwargs: {lr"]),
+    # the twenty-first unseen set: allennlp's HuggingfaceAdafactor takes named params alone; its lr was judged in a list
+    ("planted_run_model:NamedRelativeStepSGD", ["kwargs: {}  # NamedRelativeStepSGD refuses an lr with its other defaults "
+                                                "(ValueError: Cannot combine manual `lr`", "params: named"],
+     ["skip:", "give `model:`"]),
+    ("planted_run_model:KeywordOnlySGD", ["it takes keyword arguments alone: give its params by name, in `params` groups "
+                                          "with `argument` (docs/specs.md), and under kwargs what it requires that init has "
+                                          "no guess for (peer)"], ["form init could not find"]),
+    ("planted_run_model:RankShardedSGD", ["it takes an initialized torch.distributed process group as it constructs "
+                                          "(ValueError: Default process group has not been initialized", "not supported\"}"],
+     ["give `model:`", "and remove this skip"]),
+    ("planted_run_model:AccumulatingWrapper", ["params: wrapped", 'kwargs: {optimizer: {optimizer: "torch.optim.SGD"',
+                                               "its constructor refuses, on purpose, to wrap torch.optim.SGD with its other "
+                                               "defaults: RuntimeError: AccumulatingWrapper does not support a single worker "
+                                               "without grad accumulation., at ", "give under kwargs the settings it asks for"],
+     ["form init could not find", "give `params`"]),
     ("planted_run_model:LossClosureSGD", ["backward: by_step  # its step differentiates the loss its closure returns",
                                           "psgd's protocol", "closure: [true]"], ["fill in `params`", "skip:"]),
     ("planted_run_model:WarmupFirstSGD", ["# one step over the default model raises (KeyError: 'gsnr', at ", "planted_run_model.py:",

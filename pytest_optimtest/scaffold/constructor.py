@@ -15,7 +15,8 @@ from ..harness.builder import make_closure, takes_closure
 from ..harness.law_runs import unstored_kwargs
 from ..models import IN_FEATURES, two_linear
 from ..spec.values import BaseOptimizer, DEFAULT_BASE, takes_keyword, wrapped_optimizer_argument
-from .probe import _construct, ProbeTimeout, _PROBE_SLOW, _constructs, _probe_run, _stepped, _time_bounded
+from .probe import (_construct, ProbeTimeout, _PROBE_SLOW, _constructs, _located, _probe_run, _raised_on_purpose,
+                    _stepped, _time_bounded)
 
 
 # Tried in turn for a hyperparameter the constructor requires: QHM's momentum and nu take a fraction,
@@ -161,25 +162,39 @@ def _wrapped_base(cls: type, kwargs: dict) -> tuple[str, BaseOptimizer, str] | N
     return argument, DEFAULT_BASE, DEFAULT_BASE.spec_text()
 
 
+def _wrapper_refusal(cls: type, kwargs: dict) -> str | None:
+    """Where the constructor's first argument is the optimizer it wraps and, given SGD over the params, it refuses
+    on purpose (a `raise` of its own: fairscale's AdaScale "does not support a single worker without grad
+    accumulation"), that refusal with its line; else None."""
+    argument = wrapped_optimizer_argument(cls)
+    if argument is None:
+        return None
+    try:
+        _construct(functools.partial(cls, **{argument: DEFAULT_BASE}), "wrapped", two_linear(), kwargs)
+    except Exception as exc:  # noqa: BLE001  # the wrapper's verdict: its own words, or something else
+        problem = _located(exc)
+        return problem if _raised_on_purpose(problem) else None
+    return None
+
+
 def _lr_refusal(cls: type, lr: float) -> str | None:
     """Why the constructor refuses an lr that it takes (HF's Adafactor: lr=None unless relative_step is
-    off), where it constructs without one; or, taking it only through **kwargs, why its step does
+    off), where it constructs without one, in the first params form it takes (allennlp's wrapper of that
+    Adafactor takes named params alone); or, taking it only through **kwargs, why its step does
     (torchmin's Minimizer passes them to minimize()), where it steps without one; else None."""
+    form = next((f for f in ("list", "named", "model") if _constructs(cls, f, two_linear, {})), None)
+    if form is None:  # refused without an lr in every form too: something else is missing, not the lr's fault
+        return None
     try:
-        _construct(cls, "list", two_linear(), {"lr": lr})
-    except Exception as exc:  # noqa: BLE001  # refused with lr: is it the lr?
-        refusal = one_line(exc)
-        try:
-            _construct(cls, "list", two_linear(), {})
-        except Exception:  # noqa: BLE001  # refused without it too: something else is missing, not the lr's fault
-            return None
-        return refusal
+        _construct(cls, form, two_linear(), {"lr": lr})
+    except Exception as exc:  # noqa: BLE001  # refused with lr, in a form it takes without: the lr
+        return one_line(exc)
     if "lr" in inspect.signature(cls).parameters:
         return None  # an lr by name: what its step raises is the step's own
-    stepped = _stepped(cls, "list", {"lr": lr}, two_linear, steps=1)[1]
+    stepped = _stepped(cls, form, {"lr": lr}, two_linear, steps=1)[1]
     if not stepped or "'lr'" not in stepped:
         return None
-    return f"its step refuses it: {stepped}" if _stepped(cls, "list", {}, two_linear, steps=1)[1] != stepped else None
+    return f"its step refuses it: {stepped}" if _stepped(cls, form, {}, two_linear, steps=1)[1] != stepped else None
 
 
 def _needed_none_defaults(cls: type, kwargs: dict, fills: dict, unset: list[str], form: str = "list") -> list[str]:

@@ -14,11 +14,11 @@ import torch
 from ..harness.blame import REMOVED, blame, one_line
 from ..models import two_diagonal, two_linear, two_linear_no_bias
 from ..spec.schema import ParamGroup
-from ..spec.values import KWARG_OBJECTS, takes_a_model
-from .lines import _skip_lines
+from ..spec.values import DEFAULT_BASE, KWARG_OBJECTS, takes_a_model, wrapped_optimizer_argument
+from .lines import _scalar, _skip_lines
 from .probe import (_bf16_two_linear, _construct, _constructs, _first_step_problem, _probed_class, _raising_line,
                     _stepped, _stepped_with)
-from .step_protocol import (_backward_protocol, _loss_value_parameter, _missing_module, _step_arguments,
+from .step_protocol import (_backward_protocol, _loss_value_parameter, _missing_module, _needs_process_group, _step_arguments,
                             _step_arguments_reason, _unsteppable)
 
 
@@ -188,6 +188,22 @@ def _unconstructible_spec(optimizer: str, cls: type, kwargs: dict, form: str, fo
                       "skip:", f"  - {{reason: {json.dumps(reason)}}}", ""])
 
 
+def _refused_wrapper_spec(optimizer: str, cls: type, kwargs: dict, refusal: str) -> str:
+    """A spec that loads and skips every test, for a wrapper that refuses on purpose to wrap the plugin's base
+    optimizer with its other defaults (fairscale's AdaScale: one worker without grad accumulation): its words, its
+    line, and what to give."""
+    argument = wrapped_optimizer_argument(cls)
+    shown = ", ".join([f"{argument}: {DEFAULT_BASE.spec_text()}", *(f"{k}: {_scalar(v)}" for k, v in kwargs.items())])
+    return "\n".join([
+        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
+        f"optimizer: {optimizer}", f"kwargs: {{{shown}}}",
+        f"params: wrapped  # it wraps an optimizer instance, `{argument}`, built over the params",
+        *_skip_lines(f"its constructor refuses, on purpose, to wrap {DEFAULT_BASE.path} with its other defaults: {refusal}",
+                     f"{cls.__name__} refuses, on purpose, to construct with its defaults ({refusal.partition(', at ')[0]}): "
+                     "give under kwargs the settings it asks for, and remove this skip"),
+        "cases:", "  - name: default", "devices: [cpu, cuda]", ""])
+
+
 # Python's words for a call whose arguments do not fit the function called
 _CALL_MISFIT = re.compile(r"unexpected keyword argument|takes \d+ positional arguments? but|missing \d+ required|"
                           r"takes no arguments")
@@ -242,6 +258,15 @@ def _what_it_takes(cls: type, refusal: str) -> str:
                     "the plugin's runs (one process; ranks of DDP or FSDP2 each stepping a local optimizer) do not make: "
                     "not supported")
         return (f"arguments init has no guess for ({names}): give them under kwargs ({KWARG_OBJECTS}; docs/specs.md)")
+    if _needs_process_group(refusal):  # fairscale's OSS asks torch.distributed for its rank as it constructs
+        return (f"an initialized torch.distributed process group as it constructs ({refusal}): a distributed optimizer "
+                "(it shards or shares its work across ranks), which the plugin builds in one process, without one: "
+                "not supported")
+    parameters = list(inspect.signature(cls).parameters.values())
+    if parameters and all(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in parameters):  # hivemind's Optimizer(*, ...)
+        required = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+        return ("keyword arguments alone: give its params by name, in `params` groups with `argument` (docs/specs.md)"
+                + (f", and under kwargs what it requires that init has no guess for ({', '.join(required)})" if required else ""))
     first = next(iter(inspect.signature(cls).parameters.values()), None)
     if first is None:
         return "no arguments: it cannot be given params"

@@ -27,11 +27,11 @@ from ..harness.devices import unavailable_reason
 from ..items import missing_requirements
 from ..spec.values import mesh_arguments, mesh_form, optimizer_class_problem, resolve, takes_keyword
 from .constructor import (_constructible, _lr_refusal, _rejection, _required_fills, _required_instances, _seed_fill,
-                          _stored_flags, _wrapped_base)
+                          _stored_flags, _wrapped_base, _wrapper_refusal)
 from .cuda import _cpu_switches, _cuda_defaults_case, _cuda_need, _cuda_only_spec
 from .laws import _claims_refuted, _laws, _laws_on_by_default_failing, _properties
 from .lines import _head, _scalar, _skip_lines, _too_slow
-from .params_form import _params_form, _unconstructible_spec
+from .params_form import _params_form, _refused_wrapper_spec, _unconstructible_spec
 from .probe import _PROBE_BACKWARD, _PROBE_CLOSURE, _PROBE_SLOW, _PROBE_STEP_CLOSURE, _stepped
 from .regimes import (_draws_random, _low_precision, _moving_lr, _probed_state_dtype, _refusal, _shape_claims,
                       _state_dtype_lines, _unmoved_without_lr, _with, _zero_lr_problem)
@@ -85,6 +85,9 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     name = cls.__name__.lower()
     instances, instance_lines, instance_notes = _required_instances(cls)
     wraps = _wrapped_base(cls, {"lr": lr} if has_lr else {})
+    refused = _wrapper_refusal(cls, {"lr": lr} if has_lr else {}) if wraps is None else None
+    if refused is not None:  # a wrapper that says why it will not wrap SGD so: its words, not a params form to find
+        return f"{name}.yaml", _refused_wrapper_spec(optimizer, cls, {"lr": lr} if has_lr else {}, refused)
     if wraps is not None:  # a wrapper over an optimizer instance (Lookahead, Magma): its base carries the params
         argument, wrapped, shown_value = wraps
         instances, instance_lines, instance_notes = {argument: wrapped, **instances}, {argument: shown_value, **instance_lines}, [
