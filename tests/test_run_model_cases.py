@@ -137,6 +137,9 @@ TESTS = Path(__file__).resolve().parent
                                                "defaults: RuntimeError: AccumulatingWrapper does not support a single worker "
                                                "without grad accumulation., at ", "give under kwargs the settings it asks for"],
      ["form init could not find", "give `params`"]),
+    ("planted_run_model:TrustRatioSGD", ["  - name: low_precision", "# at bf16: its updates round away at every lr tried "
+                                         "(0.01: 0), where float32 params move: each is under bfloat16's resolution"],
+     ["does not step params given only their grads"]),
     ("planted_run_model:LossClosureSGD", ["backward: by_step  # its step differentiates the loss its closure returns",
                                           "psgd's protocol", "closure: [true]"], ["fill in `params`", "skip:"]),
     ("planted_run_model:WarmupFirstSGD", ["# one step over the default model raises (KeyError: 'gsnr', at ", "planted_run_model.py:",

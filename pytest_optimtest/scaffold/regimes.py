@@ -101,6 +101,12 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
     if moved is None and len(tried) == 1:  # what raised is said where the spec's first step is probed
         return lr, "its step raised at this lr, so how far it moves the params is unknown"
     if all(m == 0 for m in movements):  # no lr moves them: its step wants more than grads (DeepSpeed's ZenFlow)
+        if dtype != torch.float32 and _movement(cls, form, factory, lr, torch.float32):
+            # it steps, by less than the dtype resolves: mmpretrain's LARS, a relative step of lr x eta (1e-3)
+            return lr, (f"its updates round away at every lr tried ({', '.join(tried)}), where float32 params move: each "
+                        f"is under {str(dtype).removeprefix('torch.')}'s resolution, as pure-{str(dtype).removeprefix('torch.')} "
+                        "training with it would be; until this case's lr moves its params, its items are vacuous (skipped "
+                        "and counted): raise it, or drop the case")
         return lr, _unmoved(f"at every lr tried ({', '.join(tried)})")
     return lr, (f"the params move under {MOVEMENT:g} tolerances at every lr tried (lr: tolerances "
                 f"{', '.join(tried)}): raise lr or steps, or the checks will call their comparisons vacuous")
