@@ -94,9 +94,11 @@ class Results:
                 continue  # a check blocked by another check's red (not a rung) is counted per spec, not grouped here
             cause = verdict.get("mechanism") or _generated_path.sub(GENERATED, verdict["cause"])  # known: one, wherever it raised
             mechanism = "" if verdict["rung"] in ONE_FACT_RUNGS else _number.sub("#", _without_case(cause, r["case"]))
-            key = (r.get("optimizer") or r["spec"], verdict["rung"], mechanism,
+            # a mechanism blame knows is one root cause in whichever rung or check each case met it (catalyst's Lookahead,
+            # no Optimizer.__init__: its closure case's eager step, its plain case's closure_graph_break)
+            key = (r.get("optimizer") or r["spec"], "" if "mechanism" in verdict else verdict["rung"], mechanism,
                    "" if not mechanism or "mechanism" in verdict else _generated_path.sub(GENERATED, verdict.get("where", "")))
-            entry = groups.setdefault(key, {"optimizer": key[0], "rung": key[1], "cause": cause, "where": key[3],
+            entry = groups.setdefault(key, {"optimizer": key[0], "rung": verdict["rung"], "cause": cause, "where": key[3],
                                             "cases": set(), "red": 0, "xfailed": 0, "blocked": 0, "numbers_differ": False})
             entry["numbers_differ"] |= bool(mechanism) and cause != entry["cause"]
             entry["cases"].add(r["case"])

@@ -1215,3 +1215,17 @@ class TrustRatioSGD(PlainSGD):
             for p in group["params"]:
                 ratio = 1e-5 * p.norm() / (p.grad.norm() + 1e-8)  # 1e-7 relative: none of 220 bf16 params moves
                 p.add_(p.grad * (-group["lr"] * ratio))
+
+
+class LayerwiseTrustSGD(PlainSGD):
+    """A step of lr x eta x |w| / |g| x g with eta 1e-3 (mmpretrain's LARS): relative to each param, 1e-5 at lr 0.01,
+    the most init gave an lr; its items compared steps that moved 1 tolerance, and were vacuous."""
+
+    def __init__(self, params, lr: float) -> None:
+        super().__init__(params, lr)
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad * (-group["lr"] * 1e-3 * p.norm() / (p.grad.norm() + 1e-8)))
+

@@ -268,4 +268,4 @@ def _failure(rung: str, exc: BaseException, prefix: str = "") -> RungFailure:
         found = blame(exc.error)
     else:
         found = blame(exc, handler_frames=1 if isinstance(exc, CaseTimedOut) else 0)
-    return RungFailure(rung, prefix + one_line(exc), found.where or found.innermost, exc)
+    return RungFailure(rung, prefix + one_line(exc), found.where or found.innermost, exc, mechanism=found.mechanism)

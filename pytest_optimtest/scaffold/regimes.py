@@ -29,6 +29,12 @@ def _refuses_dtype(problem: str) -> bool:
 
 
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
+# Past the cap (`most`: SGD-like steps diverge at 0.1 over the in-backward checks' six steps), lr is raised up to this
+# only while the params still move under MOVEMENT and more at each lr, never past BEYOND_CAP tolerances: a step scaled
+# by a trust ratio (mmpretrain's LARS: lr x eta x |w| / |g|, eta 1e-3) moves 1 tolerance at lr 0.01, and its items
+# were vacuous at the cap
+SCALE_FREE_MOST = 1.0
+BEYOND_CAP = 10 * MOVEMENT
 
 
 def _low_precision(cls: type, form: Any, factory: Any, lr: float | None, most: float) -> tuple[list[str], float | None]:
@@ -83,15 +89,21 @@ def _state_dtype_lines(state_dtype: str) -> list[str]:
 
 def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
                dtype: torch.dtype = torch.float32) -> tuple[float, str]:
-    """(lr, note): the smallest of lr, 10 lr, ... (up to `most`) at which the params move MOVEMENT
-    default tolerances (see _movement), so the checks compare a step that did something (an optimizer
-    idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
+    """(lr, note): the smallest of lr, 10 lr, ... (up to `most`, past it as SCALE_FREE_MOST says) at which the
+    params move MOVEMENT default tolerances (see _movement), so the checks compare a step that did something (an
+    optimizer idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
     tried, movements = [], []
     while True:
         moved = _movement(cls, form, factory, lr, dtype)
+        if len(movements) and lr > most * (1 + 1e-9) and not (moved is not None and movements[-1] < moved <= BEYOND_CAP):
+            lr = float(f"{lr / 10:g}")  # past the cap it raised nothing, or moved too far: the lr before stands
+            moved = movements[-1]
+            break
         movements.append(moved)
         tried.append(f"{lr:g}: {moved:.3g}" if moved is not None else f"{lr:g}: raised")
-        if moved is None or moved >= MOVEMENT or lr * 10 > most * (1 + 1e-9):
+        if moved is None or moved >= MOVEMENT or lr * 10 > SCALE_FREE_MOST * (1 + 1e-9):
+            break
+        if lr * 10 > most * (1 + 1e-9) and not moved:
             break
         lr = float(f"{lr * 10:g}")
     if len(tried) == 1 and moved is not None and moved >= MOVEMENT:
