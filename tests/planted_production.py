@@ -212,3 +212,17 @@ class MeshSGD(MomentumSGD):
                 if isinstance(p, torch.distributed.tensor.DTensor) and p.device_mesh != self.distributed_mesh:
                     raise RuntimeError("the params are sharded over another mesh than the optimizer's")
         super()._update()
+
+
+class NormRatioSGD(MomentumSGD):
+    """Keeps a trust ratio in state, the int 1 where a norm is 0 and a tensor elsewhere (catalyst's Lamb): the zero
+    grads DCP steps a fresh optimizer on make it an int where the checkpoint holds a tensor, and DCP's load refused
+    it with its planner's words alone."""
+
+    def _update(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                norm = p.grad.norm()
+                ratio = 1 if norm == 0 else p.detach().norm() / norm
+                self.state[p]["ratio"] = ratio
+                p.add_(p.grad * (-group["lr"] * float(ratio)))

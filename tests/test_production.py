@@ -271,6 +271,17 @@ def test_an_error_a_dcp_load_and_a_law_both_raise_is_one_red(pytester):
 
 
 @needs_fsdp2_on_cpu
+def test_a_state_entry_whose_type_follows_its_values_is_named_where_dcps_load_refuses_it(tmp_path):
+    """catalyst's Lamb: trust_ratio is a tensor, or the int 1 where a norm is 0 (as on the zero grads DCP makes a fresh
+    optimizer's state with): the red gave DCP's planner's words and no cause."""
+    message = failure_of("checkpoint", one_case(tmp_path, _fsdp("planted_production:NormRatioSGD", "{compiled: false}")))
+    assert "Invalid checkpoint metadata for optim.state.0.weight.ratio" in message, message
+    assert ("diagnosis: state 'ratio' of param '0.weight' is a tensor in the checkpoint and a Python value (not a tensor) "
+            "in the optimizer made to load it, whose state DCP makes with one step on zero grads at lr 0") in message, message
+    assert "the optimizer's doing (keep each state entry one type" in message
+
+
+@needs_fsdp2_on_cpu
 def test_state_made_in_the_constructor_is_named_where_dcp_drops_the_rest(tmp_path):
     case = one_case(tmp_path, _fsdp("planted_production:ConstructorSeedMomentumSGD", "{compiled: false}"))
     message = failure_of("checkpoint", case)

@@ -11,6 +11,7 @@ are kept, whole, to show that (torch 2.7's and 2.8's FSDP2 on gloo summed them i
 from __future__ import annotations
 
 import functools
+import re
 import tempfile
 import time
 import traceback
@@ -360,6 +361,26 @@ def _save_cause(exc: BaseException) -> tuple[str, str]:
     return mechanism(first[1], first[2]), root_cause(first[1], first[2])
 
 
+# DCP's load planner, where a state entry is a tensor on one side and a Python value on the other
+_RETYPED_STATE = re.compile(r"Invalid checkpoint metadata for optim\.state\.(?P<param>.+)\.(?P<key>[^.]+), expected "
+                            r"(?P<expected>Bytes|Tensor)StorageMetadata but found <class '[\w.]*?(?P<found>Bytes|Tensor)StorageMetadata'>")
+
+
+def _retyped_state(exc: BaseException) -> str:
+    """Why DCP refused a state entry whose type the loading optimizer and the checkpoint disagree on (catalyst's
+    Lamb keeps `trust_ratio` a tensor, or the int 1 where a norm is 0, as on the zero grads DCP steps a fresh
+    optimizer on to make its state); '' for any other error."""
+    found = _RETYPED_STATE.search(str(exc))
+    if found is None:
+        return ""
+    kinds = {"Tensor": "a tensor", "Bytes": "a Python value (not a tensor)"}
+    return (f"state {found['key']!r} of param {found['param']!r} is {kinds[found['found']]} in the checkpoint and "
+            f"{kinds[found['expected']]} in the optimizer made to load it, whose state DCP makes with one step on zero "
+            f"grads at lr 0 (torch.distributed.checkpoint.state_dict._init_optim_state): the step keeps {found['key']!r} "
+            "as a tensor or a Python number depending on the values it sees, which DCP cannot reshard; the optimizer's "
+            "doing (keep each state entry one type, a 0-d tensor throughout)")
+
+
 def _described(exc: BaseException, optimizers_doing: bool = False) -> str:
     """What raised, the line that raised it, and whose doing it is (for a DCP CheckpointException,
     the first rank's own exception); `optimizers_doing`: the check's diagnosis says why it is the
@@ -369,9 +390,11 @@ def _described(exc: BaseException, optimizers_doing: bool = False) -> str:
         ranks, cause, frames = first
         user = [f for f in frames if "site-packages/torch/" not in f.filename]
         last = frames[-1] if frames else None
+        retyped = _retyped_state(cause)
         return (f"on ranks {ranks}, rank {ranks[0]}'s: {type(cause).__name__}: {cause}\n  raised at "
                 + (f"{last.filename}:{last.lineno} in {last.name}" if last else "an unknown line")
-                + " (inside torch.distributed.checkpoint)" + "".join(f"\n  via {f.filename}:{f.lineno}" for f in user[-2:]))
+                + " (inside torch.distributed.checkpoint)" + "".join(f"\n  via {f.filename}:{f.lineno}" for f in user[-2:])
+                + (f"\n  diagnosis: {retyped}" if retyped else ""))
     found = blame(exc)
     where = found.where or found.innermost
     owner = "the optimizer's doing, though torch raised it: see the diagnosis" if optimizers_doing else f"{found.owner}'s doing"
