@@ -30,7 +30,8 @@ def _refuses_dtype(problem: str) -> bool:
 
 MOVEMENT = 20.0  # tolerances the params must move (model: two steps; laws: their steps): twice the checks' min_movement
 # Past the cap (`most`: SGD-like steps diverge at 0.1 over the in-backward checks' six steps), lr is raised up to this
-# only while the params still move under MOVEMENT and more at each lr, never past BEYOND_CAP tolerances: a step scaled
+# only while the params move under the checks' min_movement (MOVEMENT / 2), more at each lr, and never past BEYOND_CAP
+# tolerances (vissl's LARS moved 17.7 at the cap and 177 at 1.0, where law descent broke; it was green at 0.1): a step scaled
 # by a trust ratio (mmpretrain's LARS: lr x eta x |w| / |g|, eta 1e-3) moves 1 tolerance at lr 0.01, and its items
 # were vacuous at the cap
 SCALE_FREE_MOST = 1.0
@@ -103,8 +104,8 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
         tried.append(f"{lr:g}: {moved:.3g}" if moved is not None else f"{lr:g}: raised")
         if moved is None or moved >= MOVEMENT or lr * 10 > SCALE_FREE_MOST * (1 + 1e-9):
             break
-        if lr * 10 > most * (1 + 1e-9) and not moved:
-            break
+        if lr * 10 > most * (1 + 1e-9) and not (moved and moved < MOVEMENT / 2):
+            break  # past the cap only where the checks would call every comparison vacuous (under their min_movement)
         lr = float(f"{lr * 10:g}")
     if len(tried) == 1 and moved is not None and moved >= MOVEMENT:
         return lr, ""
