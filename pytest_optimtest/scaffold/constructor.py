@@ -169,8 +169,9 @@ def _wrapper_refusal(cls: type, kwargs: dict) -> str | None:
     argument = wrapped_optimizer_argument(cls)
     if argument is None:
         return None
+    wrapper: Any = functools.partial(cls, **{argument: DEFAULT_BASE})
     try:
-        _construct(functools.partial(cls, **{argument: DEFAULT_BASE}), "wrapped", two_linear(), kwargs)
+        _construct(wrapper, "wrapped", two_linear(), kwargs)
     except Exception as exc:  # noqa: BLE001  # the wrapper's verdict: its own words, or something else
         problem = _located(exc)
         return problem if _raised_on_purpose(problem) else None

@@ -93,12 +93,14 @@ def _moving_lr(cls: type, form: Any, factory: Any, lr: float, most: float,
     """(lr, note): the smallest of lr, 10 lr, ... (up to `most`, past it as SCALE_FREE_MOST says) at which the
     params move MOVEMENT default tolerances (see _movement), so the checks compare a step that did something (an
     optimizer idle on its first step, or one whose step grows from a tiny d0, barely moves at a small lr)."""
-    tried, movements = [], []
+    tried: list[str] = []
+    movements: list[float | None] = []
     while True:
         moved = _movement(cls, form, factory, lr, dtype)
-        if len(movements) and lr > most * (1 + 1e-9) and not (moved is not None and movements[-1] < moved <= BEYOND_CAP):
+        before = movements[-1] if movements else None
+        if before is not None and lr > most * (1 + 1e-9) and not (moved is not None and before < moved <= BEYOND_CAP):
             lr = float(f"{lr / 10:g}")  # past the cap it raised nothing, or moved too far: the lr before stands
-            moved = movements[-1]
+            moved = before
             break
         movements.append(moved)
         tried.append(f"{lr:g}: {moved:.3g}" if moved is not None else f"{lr:g}: raised")
