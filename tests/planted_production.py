@@ -226,3 +226,22 @@ class NormRatioSGD(MomentumSGD):
                 ratio = 1 if norm == 0 else p.detach().norm() / norm
                 self.state[p]["ratio"] = ratio
                 p.add_(p.grad * (-group["lr"] * float(ratio)))
+
+
+class ListGroupsSGD(torch.optim.Optimizer):
+    """Takes its param groups as lists of params and keys its hyperparameters by them (fastai's Optimizer): it
+    constructs over torch.optim's dict groups, and its step raises TypeError (unhashable dict). ZeRO, which hands it
+    dict groups on each rank, and law group_hyperparameters each made that a red of its own."""
+
+    def __init__(self, params, lr: float = 0.01) -> None:
+        self.given = list(params)
+        super().__init__(self.given, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        rates = {id(p) if isinstance(p, torch.Tensor) else p: self.defaults["lr"] for p in self.given}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-rates.get(id(p), group["lr"]))
+

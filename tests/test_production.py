@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
-from helpers import cases_from, failure_of, needs_fsdp2_on_cpu, one_case, run_check, run_planted_spec
+from helpers import cases_from, failure_of, needs_fsdp2_on_cpu, one_case, run_check, run_planted_spec, run_pytest
 from planted_unseen import GradAttributeSGD
 
 from pytest_optimtest.checks import CHECKS, NotApplicable
@@ -279,6 +281,31 @@ def test_a_state_entry_whose_type_follows_its_values_is_named_where_dcps_load_re
     assert ("diagnosis: state 'ratio' of param '0.weight' is a tensor in the checkpoint and a Python value (not a tensor) "
             "in the optimizer made to load it, whose state DCP makes with one step on zero grads at lr 0") in message, message
     assert "the optimizer's doing (keep each state entry one type" in message
+
+
+def test_state_saved_as_a_list_is_read_by_the_load_diagnoses():
+    """fastai's Optimizer (no torch.optim.Optimizer) saves its per-param state as a list: state_dict's probe for state
+    torch's load rebuilds took it for torch.optim's {index: entry} and raised inside the plugin ("a bug of ours")."""
+    from collections import deque
+
+    from pytest_optimtest.harness.diagnosis import state_load_rebuilds, strings_lost_on_load
+
+    assert state_load_rebuilds([{"mode": "diag"}]) and state_load_rebuilds([{"h": deque(maxlen=3)}])
+    assert not state_load_rebuilds([{"m": torch.zeros(2)}]) and not state_load_rebuilds(None)
+    assert strings_lost_on_load({"state": [{"mode": "diag"}]}, {"state": [{"mode": "x"}]}) == [
+        "state[0]['mode']: 'diag' came back as 'x'"]
+
+
+def test_an_error_zeros_ranks_and_a_law_both_raise_is_one_red(pytester):
+    """fastai's Optimizer keys its groups' hyperparameters by the groups it was given: over dict groups its step
+    raises, on ZeRO's ranks and in law group_hyperparameters alike; each was a red of its own."""
+    for module in ("planted.py", "planted_production.py"):
+        shutil.copy(Path(__file__).parent / module, pytester.path / module)
+    pytester.makefile(".yaml", s="optimizer: planted_production:ListGroupsSGD\nkwargs: {lr: 0.05}\ndevices: [cpu]\n"
+                      "laws: {}\nchecks: [zero, law_group_hyperparameters]\n")
+    result = run_pytest(pytester, "--optim-spec", "s.yaml", "-n", "0", "-p", "no:randomly", "-rfs")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*blocked by the same error in *unhashable type: 'dict'*"])
 
 
 @needs_fsdp2_on_cpu

@@ -77,20 +77,28 @@ STRINGS_LOST = "torch's load_state_dict rebuilds str state as a generator's text
 BOUNDS_LOST = "torch's load_state_dict rebuilds a deque without its maxlen"  # one red: state_dict's and ZeRO's
 
 
+def _indexed(state: Any) -> dict[Any, Any]:
+    """Per-param state by its index or key: torch.optim's {index: entry}, or a list of entries (fastai's
+    state_dict, an optimizer that is no torch.optim.Optimizer); {} for anything else."""
+    if isinstance(state, dict):
+        return state
+    return dict(enumerate(state)) if isinstance(state, (list, tuple)) else {}
+
+
 def state_load_rebuilds(state: Any) -> bool:
-    """Whether per-param state ({param: {key: value}}, a state_dict's or a snapshot's) holds what torch's
-    load_state_dict does not give back: a str, or a deque with a maxlen."""
+    """Whether per-param state ({param: {key: value}} or a list of entries, a state_dict's or a snapshot's)
+    holds what torch's load_state_dict does not give back: a str, or a deque with a maxlen."""
     return any(isinstance(value, str) or (isinstance(value, deque) and value.maxlen is not None)
-               for entry in state.values() if isinstance(entry, dict) for value in entry.values())
+               for entry in _indexed(state).values() if isinstance(entry, dict) for value in entry.values())
 
 
 def _per_param_pairs(saved: Any, loaded: Any) -> list[tuple[str, Any, Any]]:
     """('state[i][key]', saved value, loaded value) for each per-param state entry of the saved state_dict."""
     pairs = []
-    for index, entry in (saved.get("state", {}) if isinstance(saved, dict) else {}).items():
-        back = loaded.get("state", {}).get(index, {}) if isinstance(loaded, dict) else {}
+    for index, entry in _indexed(saved.get("state") if isinstance(saved, dict) else None).items():
+        back = _indexed(loaded.get("state") if isinstance(loaded, dict) else None).get(index, {})
         for key, value in entry.items() if isinstance(entry, dict) else ():
-            pairs.append((f"state[{index!r}][{key!r}]", value, back.get(key)))
+            pairs.append((f"state[{index!r}][{key!r}]", value, back.get(key) if isinstance(back, dict) else None))
     return pairs
 
 

@@ -43,10 +43,11 @@ def main(folder: str, rank: str, host: str, port: str) -> None:
             with optimizer_globals_kept(getattr(job.payload, "case", None)), torch_api.guard_latency_unprofiled():
                 result = resolve(job.function)(job.payload, int(rank), world_size)
         except Exception as exc:  # a rank's exit (SystemExit) or a signal tells of itself
-            from .blame import blame, told  # imported once a job failed: the rank's start stays as light as it was
+            from .blame import blame, root_cause, told  # imported once a job failed: the rank's start stays as light as it was
 
             (here / f"rank{rank}.{number}.err").write_text(told(exc).replace("\n", "\n    "))
             (here / f"rank{rank}.{number}.cause").write_text(blame(exc).mechanism)
+            (here / f"rank{rank}.{number}.root").write_text(root_cause(exc))
             raise
         partial = here / f"rank{rank}.{number}.part"
         partial.write_bytes(pickle.dumps(result))

@@ -38,9 +38,10 @@ class RankFailure(AssertionError):
     """A rank crashed, raised, or did not finish in time; says which, with its output, and the root
     cause of what a rank's job raised where blame knew one (`mechanism`)."""
 
-    def __init__(self, message: str, pids: list[int], mechanism: str = "") -> None:
+    def __init__(self, message: str, pids: list[int], mechanism: str = "", root: str = "") -> None:
         super().__init__(message)
         self.pids, self.mechanism = pids, mechanism
+        self.root = root  # the root cause's key (blame.root_cause) of what the first failed rank's job raised, if it raised
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ class RankPool:
                                                f"{_tail(self.folder, r)}" for r in failed),
                                              *(f"then rank {r} failed too, within {DEATH_GRACE_S:g}s ({_exit(codes[r], self.folder, r)}):\n"
                                                f"{_tail(self.folder, r)}" for r in then)]), self.pids,
-                                  next(filter(None, (_cause(outputs[r]) for r in failed)), ""))
+                                  next(filter(None, (_cause(outputs[r]) for r in failed)), ""),
+                                  next(filter(None, (_cause(outputs[r], ".root") for r in failed)), ""))
             if time.monotonic() > deadline:
                 waiting = [r for r, path in enumerate(outputs) if not path.exists()]
                 _ask_for_stacks([self._procs[r] for r in waiting])
@@ -236,9 +238,9 @@ def _outside_job(folder: Path, rank: int) -> str:
     return f": it raised outside its job, at {filename}:{line} in {function}: {whose}"
 
 
-def _cause(output: Path) -> str:
-    """The root cause of what the rank's job raised, where blame knew one."""
-    cause = output.with_suffix(".cause")
+def _cause(output: Path, suffix: str = ".cause") -> str:
+    """The root cause of what the rank's job raised, where blame knew one (`.root`: its key, blame's or not)."""
+    cause = output.with_suffix(suffix)
     return cause.read_text(errors="replace") if cause.exists() else ""
 
 
