@@ -59,6 +59,7 @@ GENERATED = "<code inductor generated>"
 # A cause's numbers (how far apart, how many elements, at which index) are the case's, not the cause's:
 # one mechanism that differs by other amounts in each case (or names the case in its reproducer) is one root cause.
 _number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_line = re.compile(r":\d+ in ")  # where in a function it raised: one root cause at any of its lines (blame.root_cause)
 # Rungs whose failure is one fact of the optimizer, worded per case (a closure case says the closure's
 # graphs are not the step's; each case names its lr): one root cause per optimizer, whatever the words.
 ONE_FACT_RUNGS = ("graph_captured", "eager_moves")
@@ -97,7 +98,7 @@ class Results:
             # a mechanism blame knows is one root cause in whichever rung or check each case met it (catalyst's Lookahead,
             # no Optimizer.__init__: its closure case's eager step, its plain case's closure_graph_break)
             key = (r.get("optimizer") or r["spec"], "" if "mechanism" in verdict else verdict["rung"], mechanism,
-                   "" if not mechanism or "mechanism" in verdict else _generated_path.sub(GENERATED, verdict.get("where", "")))
+                   "" if not mechanism or "mechanism" in verdict else _line.sub(" in ", _generated_path.sub(GENERATED, verdict.get("where", ""))))
             entry = groups.setdefault(key, {"optimizer": key[0], "rung": verdict["rung"], "cause": cause, "where": key[3],
                                             "cases": set(), "red": 0, "xfailed": 0, "blocked": 0, "numbers_differ": False})
             entry["numbers_differ"] |= bool(mechanism) and cause != entry["cause"]

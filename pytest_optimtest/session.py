@@ -31,6 +31,7 @@ from .harness.blame import blame, one_line, root_cause
 from .harness import torch_api
 from .harness.diagnosis import PER_PARAM_REGIMES, PRECISION_CASTS, PRECISION_CASTS_FOUND, STORAGE_SWAP, not_comparable, run_diagnoses
 from .harness.ladder import COMPARED_COMPILED, RungFailure
+from .harness.ranks import RankFailure
 from .harness.run_cache import CaseKey, RunCache
 from .harness.vacuity import Blocked
 from .items import SESSION, SESSION_PLUGIN, CheckItem, SpecFile
@@ -353,6 +354,9 @@ class OptimtestSession:
         if found.owner not in ("optimizer", "torch") and not (mechanism or told):  # a check's own verdict, a rank's failure
             return None, ""
         failure = RungFailure(f"the same error in {item.check}", one_line(exc), found.where or found.innermost)
+        if isinstance(exc, RankFailure) and told and not mechanism:  # said as the rank raised it, not as the ranks ended
+            said, _, where = told.rpartition(" at ")
+            failure = replace(failure, cause=said or failure.cause, where=where)
         if mechanism:  # one root cause however many places raise it (the step's hooks, state_dict's, on the ranks)
             failure = replace(failure, cause=f"{mechanism}: {failure.cause}", mechanism=mechanism)
         return self._claimed(item, mechanism or told or root_cause(exc, found=found), failure, "the same error in")
