@@ -267,7 +267,7 @@ def _what_it_takes(cls: type, refusal: str) -> str:
         required = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
         return ("keyword arguments alone: give its params by name, in `params` groups with `argument` (docs/specs.md)"
                 + (f", and under kwargs what it requires that init has no guess for ({', '.join(required)})" if required else ""))
-    first = next(iter(inspect.signature(cls).parameters.values()), None)
+    first = parameters[0] if parameters else None
     if first is None:
         return "no arguments: it cannot be given params"
     if isinstance(first.default, (int, float)) and not isinstance(first.default, bool):
