@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 
-def _head(optimizer: str, cls: type, kwargs: dict, notes: list[str]) -> list[str]:
+def _head(optimizer: str, cls: type, kwargs: dict, notes: list[str], objects: dict[str, str] | None = None) -> list[str]:
     """The first lines of a spec that init writes without probing the step further: who wrote it, the
-    optimizer, its kwargs and the notes on them."""
-    shown = ", ".join(f"{k}: {_scalar(v)}" for k, v in kwargs.items())
+    optimizer, its kwargs (`objects` first: values given as spec text, a wrapped base optimizer) and the notes on them."""
+    shown = ", ".join([*(f"{k}: {v}" for k, v in (objects or {}).items()), *(f"{k}: {_scalar(v)}" for k, v in kwargs.items())])
     return [f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
             f"optimizer: {optimizer}", f"kwargs: {{{shown}}}", *[f"# {note}" for note in notes]]
 

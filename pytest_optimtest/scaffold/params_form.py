@@ -15,7 +15,7 @@ from ..harness.blame import REMOVED, blame, one_line
 from ..models import two_diagonal, two_linear, two_linear_no_bias
 from ..spec.schema import ParamGroup
 from ..spec.values import DEFAULT_BASE, KWARG_OBJECTS, takes_a_model, wrapped_optimizer_argument
-from .lines import _scalar, _skip_lines
+from .lines import _head, _skip_lines
 from .probe import (_bf16_two_linear, _construct, _constructs, _first_step_problem, _probed_class, _raising_line,
                     _stepped, _stepped_with)
 from .step_protocol import (_backward_protocol, _loss_value_parameter, _missing_module, _needs_process_group, _step_arguments,
@@ -193,10 +193,8 @@ def _refused_wrapper_spec(optimizer: str, cls: type, kwargs: dict, refusal: str)
     optimizer with its other defaults (fairscale's AdaScale: one worker without grad accumulation): its words, its
     line, and what to give."""
     argument = wrapped_optimizer_argument(cls)
-    shown = ", ".join([f"{argument}: {DEFAULT_BASE.spec_text()}", *(f"{k}: {_scalar(v)}" for k, v in kwargs.items())])
     return "\n".join([
-        f"# Starter spec for {cls.__module__}.{cls.__name__}, written by `python -m pytest_optimtest init`.",
-        f"optimizer: {optimizer}", f"kwargs: {{{shown}}}",
+        *_head(optimizer, cls, kwargs, [], {str(argument): DEFAULT_BASE.spec_text()}),
         f"params: wrapped  # it wraps an optimizer instance, `{argument}`, built over the params",
         *_skip_lines(f"its constructor refuses, on purpose, to wrap {DEFAULT_BASE.path} with its other defaults: {refusal}",
                      f"{cls.__name__} refuses, on purpose, to construct with its defaults ({refusal.partition(', at ')[0]}): "

@@ -84,19 +84,19 @@ def _starter_spec(optimizer: str) -> tuple[str, str]:
     has_lr = has_lr and lr_refusal is None
     name = cls.__name__.lower()
     instances, instance_lines, instance_notes = _required_instances(cls)
-    wraps = _wrapped_base(cls, {"lr": lr} if has_lr else {})
-    refused = _wrapper_refusal(cls, {"lr": lr} if has_lr else {}) if wraps is None else None
+    guessed = {"lr": lr} if has_lr else {}  # the kwargs the probes below start from, until lr is probed
+    wraps = _wrapped_base(cls, guessed)
+    refused = _wrapper_refusal(cls, guessed) if wraps is None else None
     if refused is not None:  # a wrapper that says why it will not wrap SGD so: its words, not a params form to find
-        return f"{name}.yaml", _refused_wrapper_spec(optimizer, cls, {"lr": lr} if has_lr else {}, refused)
+        return f"{name}.yaml", _refused_wrapper_spec(optimizer, cls, guessed, refused)
     if wraps is not None:  # a wrapper over an optimizer instance (Lookahead, Magma): its base carries the params
         argument, wrapped, shown_value = wraps
         instances, instance_lines, instance_notes = {argument: wrapped, **instances}, {argument: shown_value, **instance_lines}, [
             f"{argument}: torch.optim.SGD over the params (init's guess for the optimizer it wraps): put yours", *instance_notes]
     probed: Any = functools.partial(cls, **instances) if instances else cls
-    fills, fill_notes = _required_fills(probed, {"lr": lr} if has_lr else {}, "wrapped" if wraps else "list")
+    fills, fill_notes = _required_fills(probed, guessed, "wrapped" if wraps else "list")
     fill_notes = [*instance_notes, *fill_notes]
     probe: Any = functools.partial(probed, **fills) if fills else probed  # what every probe below constructs
-    guessed = {"lr": lr} if has_lr else {}  # the kwargs the probes below start from, until lr is probed
     train_problem = _train_mode_problem(probe, guessed)
     if train_problem is not None:  # schedule-free's: every probe below, as every run of the spec, steps in train mode
         probe = _in_train_mode(probe)
